@@ -1,0 +1,348 @@
+//! The bookkeeping shared by the backends that need no GPU: what is allocated, reserved and mapped, with
+//! strict checks of every call, capacity, fault injection, counters and modelled driver time.
+
+use std::collections::BTreeMap;
+
+use super::{CostModel, DeviceCounters, FaultPlan};
+use crate::error::{Error, Result};
+
+/// One reserved address range and which of its chunks are mapped.
+#[derive(Debug)]
+struct ReservedRange {
+    size: u64,
+    mapped: Vec<bool>,
+    mapped_chunks: u64,
+}
+
+/// The state of a device without a GPU. Every call is checked against the backend contract: a pool bug
+/// (a double free, a map over a mapped chunk) shows up as [`Error::InvalidBackendCall`], never silently.
+#[derive(Debug)]
+pub(crate) struct DeviceLedger {
+    capacity: u64,
+    granularity: Option<u64>,
+    address_align: u64,
+    next_addr: u64,
+    segments: BTreeMap<u64, u64>,
+    ranges: BTreeMap<u64, ReservedRange>,
+    counters: DeviceCounters,
+    cost: CostModel,
+    faults: FaultPlan,
+    calls_since_plan: u64,
+}
+
+impl DeviceLedger {
+    pub(crate) fn new(capacity: u64, granularity: Option<u64>, base_addr: u64, cost: CostModel) -> Self {
+        let address_align = granularity.unwrap_or(2 << 20).max(256);
+        DeviceLedger {
+            capacity,
+            granularity,
+            address_align,
+            next_addr: base_addr,
+            segments: BTreeMap::new(),
+            ranges: BTreeMap::new(),
+            counters: DeviceCounters::default(),
+            cost,
+            faults: FaultPlan::none(),
+            calls_since_plan: 0,
+        }
+    }
+
+    pub(crate) fn counters(&self) -> DeviceCounters {
+        self.counters.clone()
+    }
+
+    pub(crate) fn set_faults(&mut self, plan: FaultPlan) {
+        self.faults = plan;
+        self.calls_since_plan = 0;
+    }
+
+    pub(crate) fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+
+    pub(crate) fn add_time(&mut self, ns: u64) {
+        self.counters.driver_time_ns += ns;
+    }
+
+    /// Counts a call and fails it if the fault plan says so.
+    pub(crate) fn begin(&mut self, call: &'static str, acquires: u64) -> Result<()> {
+        self.calls_since_plan += 1;
+        if self.faults.fails(self.calls_since_plan, acquires) {
+            self.counters.failed_calls += 1;
+            return Err(Error::InjectedFault { call, index: self.calls_since_plan });
+        }
+        Ok(())
+    }
+
+    fn invalid(&mut self, call: &'static str, reason: String) -> Error {
+        self.counters.failed_calls += 1;
+        Error::InvalidBackendCall { call, reason }
+    }
+
+    fn take_capacity(&mut self, call: &'static str, bytes: u64) -> Result<()> {
+        let used = self.counters.used_bytes;
+        if bytes > self.capacity - used {
+            self.counters.failed_calls += 1;
+            return Err(Error::DeviceOutOfMemory { call, requested: bytes, used, capacity: self.capacity });
+        }
+        self.counters.used_bytes += bytes;
+        self.counters.peak_used_bytes = self.counters.peak_used_bytes.max(self.counters.used_bytes);
+        Ok(())
+    }
+
+    fn next_address(&mut self, size: u64) -> u64 {
+        let addr = self.next_addr;
+        let span = size.div_ceil(self.address_align) * self.address_align;
+        self.next_addr += span;
+        addr
+    }
+
+    pub(crate) fn allocate_segment(&mut self, size: u64) -> Result<u64> {
+        const CALL: &str = "allocate_segment";
+        self.begin(CALL, size)?;
+        if size == 0 {
+            return Err(self.invalid(CALL, "size 0".into()));
+        }
+        self.take_capacity(CALL, size)?;
+        let addr = self.next_address(size);
+        self.segments.insert(addr, size);
+        self.counters.segments_allocated += 1;
+        self.add_time(self.cost.segment_alloc(size));
+        Ok(addr)
+    }
+
+    pub(crate) fn free_segment(&mut self, addr: u64, size: u64) -> Result<()> {
+        const CALL: &str = "free_segment";
+        self.begin(CALL, 0)?;
+        match self.segments.get(&addr) {
+            Some(&held) if held == size => {}
+            Some(&held) => {
+                return Err(self.invalid(CALL, format!("segment {addr:#x} has {held} bytes, not {size}")));
+            }
+            None => return Err(self.invalid(CALL, format!("{addr:#x} is not a segment of this device"))),
+        }
+        self.segments.remove(&addr);
+        self.counters.used_bytes -= size;
+        self.counters.segments_freed += 1;
+        self.add_time(self.cost.segment_free(size));
+        Ok(())
+    }
+
+    fn granularity_for(&mut self, call: &'static str) -> Result<u64> {
+        match self.granularity {
+            Some(g) => Ok(g),
+            None => {
+                self.counters.failed_calls += 1;
+                Err(Error::Unsupported { call, backend: "this device (virtual memory off)".into() })
+            }
+        }
+    }
+
+    fn check_aligned(&mut self, call: &'static str, addr: u64, size: u64, granularity: u64) -> Result<()> {
+        if size == 0 || size % granularity != 0 || addr % granularity != 0 {
+            return Err(self.invalid(
+                call,
+                format!("[{addr:#x}, +{size}) is not a non-empty multiple of the {granularity}-byte granularity"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn reserve_range(&mut self, size: u64) -> Result<u64> {
+        const CALL: &str = "reserve_range";
+        let granularity = self.granularity_for(CALL)?;
+        self.begin(CALL, 0)?;
+        if size == 0 || size % granularity != 0 {
+            return Err(self.invalid(CALL, format!("size {size} is not a multiple of {granularity}")));
+        }
+        let addr = self.next_address(size);
+        let chunks = (size / granularity) as usize;
+        self.ranges.insert(addr, ReservedRange { size, mapped: vec![false; chunks], mapped_chunks: 0 });
+        self.counters.ranges_reserved += 1;
+        self.add_time(self.cost.reserve_range_ns);
+        Ok(addr)
+    }
+
+    pub(crate) fn release_range(&mut self, addr: u64, size: u64) -> Result<()> {
+        const CALL: &str = "release_range";
+        self.granularity_for(CALL)?;
+        self.begin(CALL, 0)?;
+        match self.ranges.get(&addr) {
+            Some(range) if range.size == size && range.mapped_chunks == 0 => {}
+            Some(range) if range.size != size => {
+                let held = range.size;
+                return Err(self.invalid(CALL, format!("range {addr:#x} has {held} bytes, not {size}")));
+            }
+            Some(range) => {
+                let mapped = range.mapped_chunks;
+                return Err(self.invalid(CALL, format!("range {addr:#x} still has {mapped} mapped chunks")));
+            }
+            None => return Err(self.invalid(CALL, format!("{addr:#x} is not a reserved range"))),
+        }
+        self.ranges.remove(&addr);
+        self.counters.ranges_released += 1;
+        self.add_time(self.cost.release_range_ns);
+        Ok(())
+    }
+
+    /// The range holding `[addr, addr + size)` and the index of its first chunk.
+    fn locate(&mut self, call: &'static str, addr: u64, size: u64) -> Result<(u64, usize)> {
+        let granularity = self.granularity_for(call)?;
+        self.check_aligned(call, addr, size, granularity)?;
+        let found = self.ranges.range(..=addr).next_back().map(|(&base, range)| (base, range.size));
+        match found {
+            Some((base, range_size)) if addr + size <= base + range_size => {
+                Ok((base, ((addr - base) / granularity) as usize))
+            }
+            _ => Err(self.invalid(call, format!("[{addr:#x}, +{size}) is not inside one reserved range"))),
+        }
+    }
+
+    /// Checks that every chunk of `[addr, addr + size)` has the mapped state `expect`.
+    fn check_chunks(&mut self, call: &'static str, base: u64, first: usize, count: usize, expect: bool) -> Result<()> {
+        let range = &self.ranges[&base];
+        if let Some(offset) = range.mapped[first..first + count].iter().position(|&m| m != expect) {
+            let state = if expect { "not mapped" } else { "already mapped" };
+            let granularity = self.granularity.unwrap_or(1);
+            let chunk = base + (first + offset) as u64 * granularity;
+            return Err(self.invalid(call, format!("chunk {chunk:#x} is {state}")));
+        }
+        Ok(())
+    }
+
+    fn set_chunks(&mut self, base: u64, first: usize, count: usize, mapped: bool) {
+        let range = self.ranges.get_mut(&base).expect("range located before");
+        range.mapped[first..first + count].iter_mut().for_each(|m| *m = mapped);
+        if mapped {
+            range.mapped_chunks += count as u64;
+        } else {
+            range.mapped_chunks -= count as u64;
+        }
+    }
+
+    pub(crate) fn map(&mut self, addr: u64, size: u64) -> Result<()> {
+        const CALL: &str = "map";
+        self.granularity_for(CALL)?;
+        self.begin(CALL, size)?;
+        let (base, first) = self.locate(CALL, addr, size)?;
+        let count = (size / self.granularity.unwrap_or(1)) as usize;
+        self.check_chunks(CALL, base, first, count, false)?;
+        self.take_capacity(CALL, size)?;
+        self.set_chunks(base, first, count, true);
+        self.counters.map_calls += 1;
+        self.counters.chunks_mapped += count as u64;
+        self.add_time(self.cost.map(count as u64));
+        Ok(())
+    }
+
+    pub(crate) fn unmap(&mut self, addr: u64, size: u64) -> Result<()> {
+        const CALL: &str = "unmap";
+        self.granularity_for(CALL)?;
+        self.begin(CALL, 0)?;
+        let (base, first) = self.locate(CALL, addr, size)?;
+        let count = (size / self.granularity.unwrap_or(1)) as usize;
+        self.check_chunks(CALL, base, first, count, true)?;
+        self.set_chunks(base, first, count, false);
+        self.counters.used_bytes -= size;
+        self.counters.unmap_calls += 1;
+        self.counters.chunks_unmapped += count as u64;
+        self.add_time(self.cost.unmap(count as u64));
+        Ok(())
+    }
+
+    pub(crate) fn remap(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
+        const CALL: &str = "remap";
+        self.granularity_for(CALL)?;
+        self.begin(CALL, 0)?;
+        let (from_base, from_first) = self.locate(CALL, from, size)?;
+        let (to_base, to_first) = self.locate(CALL, to, size)?;
+        let count = (size / self.granularity.unwrap_or(1)) as usize;
+        self.check_chunks(CALL, from_base, from_first, count, true)?;
+        self.check_chunks(CALL, to_base, to_first, count, false)?;
+        self.set_chunks(from_base, from_first, count, false);
+        self.set_chunks(to_base, to_first, count, true);
+        self.counters.remap_calls += 1;
+        self.counters.chunks_moved += count as u64;
+        self.add_time(self.cost.remap(count as u64));
+        Ok(())
+    }
+
+    /// Counts an event call and its modelled time (the call may still fail by fault injection).
+    pub(crate) fn event_call(&mut self, call: &'static str, ns: u64) -> Result<()> {
+        self.begin(call, 0)?;
+        self.add_time(ns);
+        Ok(())
+    }
+
+    pub(crate) fn count_event_recorded(&mut self) {
+        self.counters.events_recorded += 1;
+    }
+
+    pub(crate) fn count_event_query(&mut self) {
+        self.counters.event_queries += 1;
+    }
+
+    pub(crate) fn count_stream_wait(&mut self) {
+        self.counters.stream_waits += 1;
+    }
+
+    pub(crate) fn count_synchronization(&mut self) {
+        self.counters.synchronizations += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger() -> DeviceLedger {
+        DeviceLedger::new(64 << 20, Some(2 << 20), 0x1000_0000, CostModel::default())
+    }
+
+    #[test]
+    fn segments_are_checked_and_counted() {
+        let mut l = ledger();
+        let a = l.allocate_segment(1000).unwrap();
+        assert_eq!(l.counters().used_bytes, 1000);
+        assert!(matches!(l.free_segment(a, 999), Err(Error::InvalidBackendCall { .. })));
+        assert!(matches!(l.free_segment(a + 256, 1000), Err(Error::InvalidBackendCall { .. })));
+        l.free_segment(a, 1000).unwrap();
+        assert!(matches!(l.free_segment(a, 1000), Err(Error::InvalidBackendCall { .. })));
+        assert_eq!(l.counters().used_bytes, 0);
+        assert!(matches!(l.allocate_segment(65 << 20), Err(Error::DeviceOutOfMemory { .. })));
+        assert!(l.counters().driver_time_ns > 0);
+    }
+
+    #[test]
+    fn mappings_are_checked() {
+        let mut l = ledger();
+        let g = 2 << 20;
+        let r = l.reserve_range(8 * g).unwrap();
+        l.map(r, 2 * g).unwrap();
+        assert!(l.map(r + g, g).is_err(), "double map");
+        assert!(l.unmap(r + 2 * g, g).is_err(), "unmap of unmapped");
+        assert!(l.map(r + 7 * g, 2 * g).is_err(), "past the range");
+        assert!(l.map(r + 1, g).is_err(), "unaligned");
+        l.remap(r, r + 4 * g, g).unwrap();
+        assert_eq!(l.counters().used_bytes, 2 * g);
+        assert!(l.release_range(r, 8 * g).is_err(), "still mapped");
+        l.unmap(r + g, g).unwrap();
+        l.unmap(r + 4 * g, g).unwrap();
+        l.release_range(r, 8 * g).unwrap();
+        assert_eq!(l.counters().used_bytes, 0);
+        assert_eq!(l.counters().chunks_moved, 1);
+    }
+
+    #[test]
+    fn faults_fire_on_the_planned_call() {
+        let mut l = ledger();
+        l.set_faults(FaultPlan::fail_call(2));
+        let a = l.allocate_segment(256).unwrap();
+        assert!(matches!(l.allocate_segment(256), Err(Error::InjectedFault { index: 2, .. })));
+        assert_eq!(l.counters().used_bytes, 256);
+        l.free_segment(a, 256).unwrap();
+        l.set_faults(FaultPlan::fail_above(1024));
+        assert!(l.allocate_segment(2048).is_err());
+        assert!(l.allocate_segment(1024).is_ok());
+    }
+}

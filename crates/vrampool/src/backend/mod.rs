@@ -1,0 +1,116 @@
+//! Backends: what a strategy needs from a device, and the devices that need no GPU.
+//!
+//! A backend hands out address ranges and takes them back; it never decides policy. Two kinds of memory:
+//!
+//! - **segments**: one contiguous allocation each (`cuMemAlloc` on CUDA), freed whole;
+//! - **virtual memory** (where [`Backend::granularity`] is `Some`): an address range reserved once, inside
+//!   which physical memory is mapped and unmapped in granularity-sized chunks, so a region can grow in place.
+//!
+//! Streams are ordered by events: [`Backend::record_event`] marks the point a stream has reached,
+//! [`Backend::stream_wait_event`] orders another stream after it without blocking the host.
+
+mod cost_model;
+mod device_counters;
+mod device_ledger;
+mod fault_plan;
+mod host_memory;
+mod sim_device;
+
+pub use cost_model::CostModel;
+pub use device_counters::DeviceCounters;
+pub use fault_plan::FaultPlan;
+pub use host_memory::{HostMemory, HostMemoryConfig, POISON};
+pub use sim_device::{SimDevice, SimDeviceConfig};
+
+use crate::error::{Error, Result};
+use crate::stream::StreamId;
+
+/// An address in a device's address space.
+pub type DeviceAddr = u64;
+
+/// A recorded event: the point a stream had reached when it was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(pub u64);
+
+/// What a pool needs from a device.
+///
+/// Contract for callers: sizes and addresses passed to the virtual-memory calls are multiples of
+/// [`Backend::granularity`]; a range is unmapped or moved only when no device work still uses it (the pool
+/// calls [`Backend::synchronize`] first); every segment, mapping and range is returned exactly once.
+/// Implementations check what they cheaply can and answer a broken contract with
+/// [`Error::InvalidBackendCall`].
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// A short name for messages and reports (`sim`, `host`, `cuda:0`).
+    fn name(&self) -> String;
+
+    /// Total device memory in bytes.
+    fn capacity(&self) -> u64;
+
+    /// The alignment every segment's address has (at least 256 bytes).
+    fn segment_alignment(&self) -> u64 {
+        256
+    }
+
+    /// Allocates one contiguous segment of `size` bytes.
+    fn allocate_segment(&self, size: u64) -> Result<DeviceAddr>;
+
+    /// Frees a segment that [`Backend::allocate_segment`] returned, with the size it was allocated with.
+    fn free_segment(&self, addr: DeviceAddr, size: u64) -> Result<()>;
+
+    /// The virtual-memory granularity in bytes, or `None` where the device has no virtual memory.
+    fn granularity(&self) -> Option<u64> {
+        None
+    }
+
+    /// Reserves `size` bytes of address space, backed by nothing yet.
+    fn reserve_range(&self, size: u64) -> Result<DeviceAddr> {
+        let _ = size;
+        Err(self.unsupported("reserve_range"))
+    }
+
+    /// Releases a reserved range; everything in it must be unmapped first.
+    fn release_range(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        let _ = (addr, size);
+        Err(self.unsupported("release_range"))
+    }
+
+    /// Creates physical memory for `[addr, addr + size)` inside a reserved range and maps it there, in one
+    /// batch (one access-rights call for the whole range).
+    fn map(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        let _ = (addr, size);
+        Err(self.unsupported("map"))
+    }
+
+    /// Unmaps `[addr, addr + size)` and gives its physical memory back to the device.
+    fn unmap(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        let _ = (addr, size);
+        Err(self.unsupported("unmap"))
+    }
+
+    /// Moves the physical memory mapped at `[from, from + size)` to the unmapped `[to, to + size)` without
+    /// giving it back to the device. What the memory held is not kept.
+    fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> Result<()> {
+        let _ = (from, to, size);
+        Err(self.unsupported("remap"))
+    }
+
+    /// Records an event on `stream`: it completes once the work queued on the stream so far has run.
+    fn record_event(&self, stream: StreamId) -> Result<EventId>;
+
+    /// Whether the event has completed (never blocks).
+    fn event_complete(&self, event: EventId) -> Result<bool>;
+
+    /// Makes `stream` wait for the event before running work queued after this call (never blocks the host).
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<()>;
+
+    /// Gives an event back; the id is not used again.
+    fn release_event(&self, event: EventId);
+
+    /// Blocks until all work on the device has completed.
+    fn synchronize(&self) -> Result<()>;
+
+    /// The error for a call this backend does not offer.
+    fn unsupported(&self, call: &'static str) -> Error {
+        Error::Unsupported { call, backend: self.name() }
+    }
+}

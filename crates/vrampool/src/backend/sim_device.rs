@@ -1,0 +1,306 @@
+//! A simulated GPU: addresses are arithmetic, no memory is touched, every call is counted and timed by a
+//! cost model, and calls can be made to fail.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::device_ledger::DeviceLedger;
+use super::{Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan};
+use crate::error::{Error, Result};
+use crate::stream::StreamId;
+use crate::units::MIB;
+
+/// How a [`SimDevice`] is set up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimDeviceConfig {
+    /// Device memory in bytes. Default: 141 GB (141 × 10⁹ bytes), an H200.
+    pub capacity: u64,
+    /// Virtual-memory granularity, or `None` for a device with segments only. Default: 2 MiB, the H200's.
+    pub granularity: Option<u64>,
+    /// The time each call costs. Default: [`CostModel::default`], the H200 anchors.
+    pub cost_model: CostModel,
+    /// The first address handed out. Default: `0x7f00_0000_0000`.
+    pub base_address: u64,
+}
+
+impl Default for SimDeviceConfig {
+    fn default() -> Self {
+        SimDeviceConfig {
+            capacity: 141_000_000_000,
+            granularity: Some(2 * MIB),
+            cost_model: CostModel::default(),
+            base_address: 0x7f00_0000_0000,
+        }
+    }
+}
+
+impl SimDeviceConfig {
+    /// Sets the capacity in bytes.
+    pub fn capacity(mut self, bytes: u64) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Sets the virtual-memory granularity, or turns virtual memory off with `None`.
+    pub fn granularity(mut self, granularity: Option<u64>) -> Self {
+        self.granularity = granularity;
+        self
+    }
+
+    /// Sets the cost model.
+    pub fn cost_model(mut self, cost_model: CostModel) -> Self {
+        self.cost_model = cost_model;
+        self
+    }
+}
+
+/// One recorded event: the stream it was recorded on and whether it has completed.
+#[derive(Debug)]
+struct SimEvent {
+    stream: StreamId,
+    complete: bool,
+}
+
+/// Events as completion flags: an event completes at once unless its stream is held busy.
+#[derive(Debug, Default)]
+struct SimStreams {
+    next_event: u64,
+    events: HashMap<u64, SimEvent>,
+    held: HashSet<StreamId>,
+    waits: Vec<(StreamId, EventId)>,
+}
+
+#[derive(Debug)]
+struct SimState {
+    ledger: DeviceLedger,
+    streams: SimStreams,
+}
+
+/// A simulated device for tests, replays and capacity planning.
+///
+/// It touches no memory: addresses are arithmetic (segments are laid out back to back, so a pool that
+/// merged two segments would be caught by the ledger's checks). It counts every call and byte
+/// ([`SimDevice::counters`]), models the driver time each call would take on an H200 ([`CostModel`]),
+/// models events as completion flags ([`SimDevice::hold_stream`]) and fails calls on demand
+/// ([`SimDevice::set_faults`]).
+#[derive(Debug)]
+pub struct SimDevice {
+    capacity: u64,
+    granularity: Option<u64>,
+    state: Mutex<SimState>,
+}
+
+impl Default for SimDevice {
+    fn default() -> Self {
+        Self::new(SimDeviceConfig::default())
+    }
+}
+
+impl SimDevice {
+    /// A simulated device with the given setup.
+    pub fn new(config: SimDeviceConfig) -> Self {
+        let ledger = DeviceLedger::new(config.capacity, config.granularity, config.base_address, config.cost_model);
+        SimDevice {
+            capacity: config.capacity,
+            granularity: config.granularity,
+            state: Mutex::new(SimState { ledger, streams: SimStreams::default() }),
+        }
+    }
+
+    /// What the device has been asked to do so far.
+    pub fn counters(&self) -> DeviceCounters {
+        self.state.lock().ledger.counters()
+    }
+
+    /// The modelled time spent in the driver so far.
+    pub fn driver_time(&self) -> Duration {
+        Duration::from_nanos(self.state.lock().ledger.counters().driver_time_ns)
+    }
+
+    /// Device memory in use now (segments plus mapped chunks).
+    pub fn used_bytes(&self) -> u64 {
+        self.state.lock().ledger.counters().used_bytes
+    }
+
+    /// Replaces the fault plan; calls are numbered from 1 again.
+    pub fn set_faults(&self, plan: FaultPlan) {
+        self.state.lock().ledger.set_faults(plan);
+    }
+
+    /// Marks `stream` busy: events recorded on it from now on stay incomplete until [`Self::release_stream`].
+    pub fn hold_stream(&self, stream: StreamId) {
+        self.state.lock().streams.held.insert(stream);
+    }
+
+    /// Lets `stream` run: every event recorded on it completes.
+    pub fn release_stream(&self, stream: StreamId) {
+        let mut state = self.state.lock();
+        state.streams.held.remove(&stream);
+        state.streams.events.values_mut().filter(|e| e.stream == stream).for_each(|e| e.complete = true);
+    }
+
+    /// Every `(stream, event)` a stream was made to wait on, in order.
+    pub fn stream_waits(&self) -> Vec<(StreamId, EventId)> {
+        self.state.lock().streams.waits.clone()
+    }
+
+    /// The stream an event was recorded on and whether it has completed, while the event is held.
+    pub fn event_state(&self, event: EventId) -> Option<(StreamId, bool)> {
+        self.state.lock().streams.events.get(&event.0).map(|e| (e.stream, e.complete))
+    }
+
+    /// Events recorded and not yet released.
+    pub fn live_events(&self) -> usize {
+        self.state.lock().streams.events.len()
+    }
+}
+
+impl Backend for SimDevice {
+    fn name(&self) -> String {
+        "sim".into()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn allocate_segment(&self, size: u64) -> Result<DeviceAddr> {
+        self.state.lock().ledger.allocate_segment(size)
+    }
+
+    fn free_segment(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.free_segment(addr, size)
+    }
+
+    fn granularity(&self) -> Option<u64> {
+        self.granularity
+    }
+
+    fn reserve_range(&self, size: u64) -> Result<DeviceAddr> {
+        self.state.lock().ledger.reserve_range(size)
+    }
+
+    fn release_range(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.release_range(addr, size)
+    }
+
+    fn map(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.map(addr, size)
+    }
+
+    fn unmap(&self, addr: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.unmap(addr, size)
+    }
+
+    fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.remap(from, to, size)
+    }
+
+    fn record_event(&self, stream: StreamId) -> Result<EventId> {
+        let mut state = self.state.lock();
+        let ns = state.ledger.cost().record_event_ns;
+        state.ledger.event_call("record_event", ns)?;
+        state.ledger.count_event_recorded();
+        let streams = &mut state.streams;
+        streams.next_event += 1;
+        let id = streams.next_event;
+        let complete = !streams.held.contains(&stream);
+        streams.events.insert(id, SimEvent { stream, complete });
+        Ok(EventId(id))
+    }
+
+    fn event_complete(&self, event: EventId) -> Result<bool> {
+        let mut state = self.state.lock();
+        let ns = state.ledger.cost().query_event_ns;
+        state.ledger.event_call("event_complete", ns)?;
+        state.ledger.count_event_query();
+        match state.streams.events.get(&event.0) {
+            Some(e) => Ok(e.complete),
+            None => Err(Error::InvalidBackendCall {
+                call: "event_complete",
+                reason: format!("event {} was never recorded or was released", event.0),
+            }),
+        }
+    }
+
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<()> {
+        let mut state = self.state.lock();
+        let ns = state.ledger.cost().wait_event_ns;
+        state.ledger.event_call("stream_wait_event", ns)?;
+        if !state.streams.events.contains_key(&event.0) {
+            return Err(Error::InvalidBackendCall {
+                call: "stream_wait_event",
+                reason: format!("event {} was never recorded or was released", event.0),
+            });
+        }
+        state.ledger.count_stream_wait();
+        state.streams.waits.push((stream, event));
+        Ok(())
+    }
+
+    fn release_event(&self, event: EventId) {
+        self.state.lock().streams.events.remove(&event.0);
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        let ns = state.ledger.cost().synchronize_ns;
+        state.ledger.event_call("synchronize", ns)?;
+        state.ledger.count_synchronization();
+        // A synchronisation waits for everything, held streams included.
+        state.streams.held.clear();
+        state.streams.events.values_mut().for_each(|e| e.complete = true);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_model_an_h200() {
+        let sim = SimDevice::default();
+        assert_eq!(sim.capacity(), 141_000_000_000);
+        assert_eq!(sim.granularity(), Some(2 * MIB));
+    }
+
+    #[test]
+    fn segments_are_back_to_back_and_timed() {
+        let sim = SimDevice::default();
+        let a = sim.allocate_segment(2 * MIB).unwrap();
+        let b = sim.allocate_segment(MIB).unwrap();
+        assert_eq!(b, a + 2 * MIB);
+        assert_eq!(sim.used_bytes(), 3 * MIB);
+        sim.free_segment(a, 2 * MIB).unwrap();
+        sim.free_segment(b, MIB).unwrap();
+        let c = sim.counters();
+        assert_eq!((c.segments_allocated, c.segments_freed, c.used_bytes, c.peak_used_bytes), (2, 2, 0, 3 * MIB));
+        assert!(sim.driver_time() > Duration::from_micros(150));
+    }
+
+    #[test]
+    fn held_streams_keep_events_incomplete() {
+        let sim = SimDevice::default();
+        let s = StreamId(7);
+        let done = sim.record_event(s).unwrap();
+        assert!(sim.event_complete(done).unwrap());
+        sim.hold_stream(s);
+        let pending = sim.record_event(s).unwrap();
+        assert!(!sim.event_complete(pending).unwrap());
+        sim.stream_wait_event(StreamId(8), pending).unwrap();
+        assert_eq!(sim.stream_waits(), vec![(StreamId(8), pending)]);
+        sim.release_stream(s);
+        assert!(sim.event_complete(pending).unwrap());
+        sim.release_event(pending);
+        assert!(sim.event_complete(pending).is_err());
+    }
+
+    #[test]
+    fn no_virtual_memory_when_turned_off() {
+        let sim = SimDevice::new(SimDeviceConfig::default().granularity(None));
+        assert!(matches!(sim.reserve_range(2 * MIB), Err(Error::Unsupported { .. })));
+    }
+}

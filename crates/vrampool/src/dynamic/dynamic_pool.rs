@@ -1,0 +1,499 @@
+//! The dynamically growing pool.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+
+use super::config::{DynamicConfig, VirtualMemory};
+use super::growth_policy::GrowthPolicy;
+use super::segment_space::SegmentSpace;
+use super::virtual_space::VirtualSpace;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::pool::{Allocation, Pool};
+use crate::range_allocator::{Carved, NodeId, RangeAllocator};
+use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
+use crate::request::Request;
+use crate::stats::{PoolStats, Stat};
+use crate::stats_counters::StatsCounters;
+use crate::stream::StreamId;
+use crate::stream_order::{FreeTag, StreamOrder};
+use crate::units::{MIB, MIN_BLOCK, round_up_to};
+
+/// Segments are sized in multiples of this when the device has no virtual memory (what `cuMemAlloc`
+/// rounds large allocations to).
+pub const SEGMENT_UNIT: u64 = 2 * MIB;
+
+/// A live allocation: its block in the range allocator, the bytes asked for and its stream.
+#[derive(Clone, Copy, Debug)]
+struct LiveBlock {
+    node: NodeId,
+    size: u64,
+    stream_index: u8,
+}
+
+/// Where the pool's memory comes from.
+#[derive(Debug)]
+enum Space {
+    Segments(SegmentSpace),
+    Virtual(VirtualSpace),
+}
+
+/// Everything behind the pool's lock.
+#[derive(Debug)]
+struct DynamicState {
+    ranges: RangeAllocator<FreeTag>,
+    live: FxHashMap<u64, LiveBlock>,
+    space: Space,
+}
+
+/// The seed's growing pool, done right.
+///
+/// It reserves [`DynamicConfig::initial_size`] at construction and grows on demand by
+/// [`DynamicConfig::growth_factor`] ([`GrowthPolicy`]), never past [`DynamicConfig::cap`]: at the cap it
+/// trims wholly free memory and retries, then returns [`Error::OutOfMemory`]. Growth keeps every existing
+/// byte. Inside its memory it sub-allocates with an O(1) two-level segregated-fit range allocator that
+/// splits and coalesces neighbours, never across segments.
+///
+/// On a device with virtual memory it reserves one address range and maps chunks where blocks land, so it
+/// grows in place: its reserved bytes are the mapped chunks. Before it asks the device for new physical
+/// memory it moves chunks that sit idle under wholly free stretches to where they are needed, in batches
+/// of contiguous chunks ([`DynamicConfig::reclaim_idle`]), after waiting for the device so that no
+/// queued work still uses them.
+///
+/// Operations take one lock: O(1) plus, on virtual memory, one step per chunk the block touches.
+#[derive(Debug)]
+pub struct DynamicPool {
+    backend: Arc<dyn Backend>,
+    config: DynamicConfig,
+    policy: GrowthPolicy,
+    state: Mutex<DynamicState>,
+    order: StreamOrder,
+    counters: StatsCounters,
+}
+
+impl DynamicPool {
+    /// Makes the pool and its initial reservation on `backend`.
+    pub fn new(backend: Arc<dyn Backend>, config: DynamicConfig) -> Result<Self> {
+        let cap = config.validate(backend.capacity())?;
+        let granularity = match config.virtual_memory {
+            VirtualMemory::Auto => backend.granularity(),
+            VirtualMemory::Off => None,
+        };
+        let unit = granularity.unwrap_or(SEGMENT_UNIT);
+        if granularity.is_some_and(|g| cap < g) {
+            return Err(Error::invalid_config(
+                "cap",
+                cap,
+                format!("is smaller than the device's {unit}-byte granularity"),
+            ));
+        }
+        let initial = round_up_to(config.initial_size, unit).unwrap_or(u64::MAX).min(cap / unit * unit);
+        let policy = GrowthPolicy { initial_size: initial, factor: config.growth_factor, cap, unit };
+        let counters = StatsCounters::default();
+        let mut ranges = RangeAllocator::default();
+        let space = match granularity {
+            Some(g) => {
+                let size = round_up_to(cap.saturating_mul(config.address_space_factor), g).unwrap_or(u64::MAX / 2);
+                let base = backend.reserve_range(size)?;
+                counters.count_call();
+                let mut space = VirtualSpace::new(base, size, g);
+                if initial > 0 {
+                    if let Err(err) = backend.map(base, initial) {
+                        let _ = backend.release_range(base, size);
+                        return Err(err);
+                    }
+                    counters.count_call();
+                    counters.add_reserved(initial);
+                    space.set_mapped(0..(initial / g) as usize, true);
+                }
+                ranges.add_region(base, size);
+                Space::Virtual(space)
+            }
+            None => {
+                let mut segments = SegmentSpace::default();
+                if initial > 0 {
+                    let addr = backend.allocate_segment(initial)?;
+                    counters.count_call();
+                    counters.add_reserved(initial);
+                    segments.add(addr, initial);
+                    ranges.add_region(addr, initial);
+                }
+                Space::Segments(segments)
+            }
+        };
+        Ok(DynamicPool {
+            backend,
+            config,
+            policy,
+            state: Mutex::new(DynamicState { ranges, live: FxHashMap::default(), space }),
+            order: StreamOrder::default(),
+            counters,
+        })
+    }
+
+    /// The configuration the pool was made with.
+    pub fn config(&self) -> &DynamicConfig {
+        &self.config
+    }
+
+    /// The growth rule in force (the cap resolved against the device).
+    pub fn growth_policy(&self) -> GrowthPolicy {
+        self.policy
+    }
+
+    /// Whether the pool grows in place in one virtual address range.
+    pub fn uses_virtual_memory(&self) -> bool {
+        matches!(self.state.lock().space, Space::Virtual(_))
+    }
+
+    fn out_of_memory(&self, requested: u64) -> Error {
+        self.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
+        Error::OutOfMemory {
+            requested,
+            live: self.counters.allocated(),
+            reserved: self.counters.reserved(),
+            cap: self.policy.cap,
+        }
+    }
+
+    /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed.
+    fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
+        if let Some(carved) = state.ranges.allocate(request.span, request.align) {
+            return match &mut state.space {
+                Space::Segments(_) => Ok(carved),
+                Space::Virtual(space) => {
+                    let missing = space.use_span(carved.offset, carved.size);
+                    if missing.is_empty() {
+                        return Ok(carved);
+                    }
+                    match self.back_chunks(space, missing, request.size) {
+                        Ok(()) => Ok(carved),
+                        Err(err) => {
+                            space.release_span(carved.offset, carved.size);
+                            state.ranges.free(carved.node, carved.tag);
+                            Err(err)
+                        }
+                    }
+                }
+            };
+        }
+        match state.space {
+            // The address range is twice the cap: running out of it means fragmentation beyond repair.
+            Space::Virtual(_) => Err(self.out_of_memory(request.size)),
+            Space::Segments(_) => {
+                self.grow_segments(state, request)?;
+                state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
+            }
+        }
+    }
+
+    /// Adds a segment that holds `request`, trimming and retrying once at the cap.
+    fn grow_segments(&self, state: &mut DynamicState, request: Request) -> Result<()> {
+        let need =
+            request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
+        for attempt in 0..2 {
+            let Space::Segments(segments) = &state.space else { unreachable!("segment growth on a virtual range") };
+            let grow = self.policy.growth(segments.total(), need);
+            let result = match grow {
+                Some(grow) => {
+                    self.counters.count_call();
+                    self.backend.allocate_segment(grow).map(|addr| (addr, grow))
+                }
+                None => Err(self.out_of_memory(request.size)),
+            };
+            match result {
+                Ok((addr, grow)) => {
+                    let Space::Segments(segments) = &mut state.space else { unreachable!() };
+                    segments.add(addr, grow);
+                    state.ranges.add_region(addr, grow);
+                    self.counters.add_reserved(grow);
+                    self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(err) if err.is_out_of_memory() && attempt == 0 => {
+                    if self.trim_locked(state)? == 0 {
+                        return Err(self.out_of_memory(request.size));
+                    }
+                }
+                Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(request.size)),
+                Err(err) => return Err(err),
+            }
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks,
+    /// grown by the growth policy ahead of need. Whether the cap allows it is decided before anything
+    /// moves, so an out-of-memory answer leaves the mappings as they were.
+    fn back_chunks(&self, space: &mut VirtualSpace, mut missing: Vec<Range<usize>>, requested: u64) -> Result<()> {
+        let g = space.granularity();
+        let need: usize = missing.iter().map(|run| run.len()).sum();
+        let idle = space.idle_chunks();
+        let movable = if self.config.reclaim_idle { need.min(idle) } else { 0 };
+        let short = (need - movable) as u64 * g;
+        // Without moving, idle chunks still count against the cap: unmapping them may make room.
+        let mut unmap_first = false;
+        if short > 0 && self.policy.growth(space.mapped_bytes(), short).is_none() {
+            let trimmable = (idle - movable) as u64 * g;
+            if trimmable == 0 || self.policy.growth(space.mapped_bytes() - trimmable, short).is_none() {
+                return Err(self.out_of_memory(requested));
+            }
+            unmap_first = true;
+        }
+        if movable > 0 {
+            self.move_idle_chunks(space, &mut missing)?;
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if unmap_first {
+            self.unmap_idle(space)?;
+        }
+        let grow = self.policy.growth(space.mapped_bytes(), short).ok_or_else(|| self.out_of_memory(requested))?;
+        let extra = ((grow - short) / g) as usize;
+        let last = missing.len() - 1;
+        for (i, run) in missing.into_iter().enumerate() {
+            let run = if i == last { space.extend_run(run, extra) } else { run };
+            let bytes = run.len() as u64 * g;
+            self.counters.count_call();
+            match self.backend.map(space.chunk_addr(run.start), bytes) {
+                Ok(()) => {}
+                Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(requested)),
+                Err(err) => return Err(err),
+            }
+            space.set_mapped(run, true);
+            self.counters.add_reserved(bytes);
+        }
+        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Moves idle chunks, highest first, under the runs of `missing`; leaves in `missing` what is still
+    /// unbacked.
+    fn move_idle_chunks(&self, space: &mut VirtualSpace, missing: &mut Vec<Range<usize>>) -> Result<()> {
+        let need = missing.iter().map(|run| run.len()).sum();
+        let mut sources = space.idle_runs(need).into_iter();
+        let Some(mut source) = sources.next() else { return Ok(()) };
+        self.order.synchronize(&*self.backend)?;
+        let g = space.granularity();
+        let mut targets = std::mem::take(missing).into_iter();
+        while let Some(mut target) = targets.next() {
+            while !target.is_empty() {
+                if source.is_empty() {
+                    match sources.next() {
+                        Some(next) => source = next,
+                        None => {
+                            missing.push(target);
+                            missing.extend(targets);
+                            return Ok(());
+                        }
+                    }
+                }
+                let n = target.len().min(source.len());
+                self.counters.count_call();
+                if let Err(err) =
+                    self.backend.remap(space.chunk_addr(source.start), space.chunk_addr(target.start), n as u64 * g)
+                {
+                    missing.push(target);
+                    missing.extend(targets);
+                    return Err(err);
+                }
+                space.set_mapped(source.start..source.start + n, false);
+                space.set_mapped(target.start..target.start + n, true);
+                self.counters.rare.chunks_moved.fetch_add(n as u64, Ordering::Relaxed);
+                source.start += n;
+                target.start += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmaps every idle chunk; returns the bytes given back.
+    fn unmap_idle(&self, space: &mut VirtualSpace) -> Result<u64> {
+        let runs = space.idle_runs(usize::MAX);
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        self.order.synchronize(&*self.backend)?;
+        let mut released = 0;
+        for run in runs {
+            let bytes = run.len() as u64 * space.granularity();
+            self.counters.count_call();
+            self.backend.unmap(space.chunk_addr(run.start), bytes)?;
+            space.set_mapped(run, false);
+            self.counters.sub_reserved(bytes);
+            released += bytes;
+        }
+        Ok(released)
+    }
+
+    /// Gives wholly free memory back, with the lock held.
+    fn trim_locked(&self, state: &mut DynamicState) -> Result<u64> {
+        let released = match &mut state.space {
+            Space::Virtual(space) => self.unmap_idle(space)?,
+            Space::Segments(segments) => {
+                let mut released = 0;
+                for (addr, size) in state.ranges.free_regions() {
+                    debug_assert_eq!(segments.size_of(addr), Some(size), "regions are whole segments");
+                    self.counters.count_call();
+                    self.backend.free_segment(addr, size)?;
+                    state.ranges.remove_free_region(addr);
+                    segments.remove(addr);
+                    self.counters.sub_reserved(size);
+                    released += size;
+                }
+                released
+            }
+        };
+        self.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
+        Ok(released)
+    }
+
+    /// The error for a free of an address that starts no live block.
+    #[cold]
+    fn bad_free(&self, state: &DynamicState, addr: u64) -> Error {
+        if let Some((block, _)) = state.ranges.used_block_containing(addr) {
+            return Error::InteriorAddress { addr, block };
+        }
+        let inside = match &state.space {
+            Space::Virtual(space) => addr >= space.base() && addr < space.base() + space.size(),
+            Space::Segments(segments) => segments.contains(addr),
+        };
+        if inside { Error::NotLive { addr } } else { Error::ForeignAddress { addr } }
+    }
+}
+
+impl Pool for DynamicPool {
+    fn strategy(&self) -> &'static str {
+        "dynamic"
+    }
+
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation> {
+        let request = Request::new(size, alignment)?;
+        if request.span > self.policy.cap {
+            return Err(self.out_of_memory(size));
+        }
+        let stream_index = self.order.index_of(stream);
+        let mut state = self.state.lock();
+        let carved = self.place(&mut state, request)?;
+        if let Err(err) = self.order.order_reuse(&*self.backend, carved.tag, stream_index) {
+            if let Space::Virtual(space) = &mut state.space {
+                space.release_span(carved.offset, carved.size);
+            }
+            state.ranges.free(carved.node, carved.tag);
+            return Err(err);
+        }
+        state.live.insert(carved.offset, LiveBlock { node: carved.node, size, stream_index: stream_index as u8 });
+        self.counters.on_allocate(size);
+        Ok(Allocation { addr: carved.offset, size, stream })
+    }
+
+    fn free(&self, addr: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        let Some(&block) = state.live.get(&addr) else {
+            return Err(self.bad_free(&state, addr));
+        };
+        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
+        state.live.remove(&addr);
+        let (offset, span) = state.ranges.span(block.node);
+        state.ranges.free(block.node, tag);
+        if let Space::Virtual(space) = &mut state.space {
+            space.release_span(offset, span);
+        }
+        self.counters.on_free(block.size);
+        Ok(())
+    }
+
+    fn stats(&self) -> PoolStats {
+        let reading = self.counters.read();
+        let rare = &self.counters.rare;
+        PoolStats {
+            allocated_bytes: Stat { current: reading.allocated, peak: reading.allocated_peak },
+            reserved_bytes: Stat { current: reading.reserved, peak: reading.reserved_peak },
+            active_allocations: reading.allocations - reading.frees,
+            allocations: reading.allocations,
+            frees: reading.frees,
+            fallbacks: 0,
+            fallback_reasons: Default::default(),
+            ooms: rare.ooms.load(Ordering::Relaxed),
+            growths: rare.growths.load(Ordering::Relaxed),
+            backend_calls: rare.backend_calls.load(Ordering::Relaxed),
+            chunks_moved: rare.chunks_moved.load(Ordering::Relaxed),
+            trimmed_bytes: rare.trimmed_bytes.load(Ordering::Relaxed),
+            events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
+            stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
+            synchronizations: self.order.counters.synchronizations.load(Ordering::Relaxed),
+        }
+    }
+
+    fn report(&self) -> PoolReport {
+        let state = self.state.lock();
+        let segments = match &state.space {
+            Space::Virtual(space) => vec![SegmentReport {
+                kind: SegmentKind::VirtualRange,
+                addr: space.base(),
+                size: space.size(),
+                reserved_bytes: space.mapped_bytes(),
+            }],
+            Space::Segments(segments) => segments
+                .iter()
+                .map(|(addr, size)| SegmentReport { kind: SegmentKind::Segment, addr, size, reserved_bytes: size })
+                .collect(),
+        };
+        let mut blocks: Vec<BlockReport> = state
+            .live
+            .iter()
+            .map(|(&addr, block)| BlockReport {
+                addr,
+                size: block.size,
+                block_size: state.ranges.span(block.node).1,
+                stream: self.order.stream_of(usize::from(block.stream_index)),
+                fallback: false,
+            })
+            .collect();
+        drop(state);
+        blocks.sort_by_key(|b| b.addr);
+        PoolReport {
+            strategy: self.strategy().into(),
+            backend: self.backend.name(),
+            stats: self.stats(),
+            segments,
+            blocks,
+        }
+    }
+
+    fn trim(&self) -> Result<u64> {
+        let mut state = self.state.lock();
+        self.trim_locked(&mut state)
+    }
+}
+
+impl Drop for DynamicPool {
+    fn drop(&mut self) {
+        let backend = &*self.backend;
+        self.order.release_all(backend);
+        let state = self.state.get_mut();
+        match &mut state.space {
+            Space::Virtual(space) => {
+                let _ = backend.synchronize();
+                for run in space.mapped_runs() {
+                    let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());
+                }
+                let _ = backend.release_range(space.base(), space.size());
+            }
+            Space::Segments(segments) => {
+                for (addr, size) in segments.iter() {
+                    let _ = backend.free_segment(addr, size);
+                }
+            }
+        }
+    }
+}

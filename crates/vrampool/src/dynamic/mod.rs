@@ -1,0 +1,12 @@
+//! The dynamically growing pool: starts small, grows on demand by a factor up to a cap.
+
+mod chunk_set;
+mod config;
+mod dynamic_pool;
+mod growth_policy;
+mod segment_space;
+mod virtual_space;
+
+pub use config::{Cap, DynamicConfig, VirtualMemory};
+pub use dynamic_pool::DynamicPool;
+pub use growth_policy::GrowthPolicy;

@@ -1,0 +1,155 @@
+//! The address range of a dynamic pool on virtual memory: which chunks are mapped, how many live blocks
+//! touch each, and which mapped chunks sit idle under wholly free stretches.
+
+use std::ops::Range;
+
+use super::chunk_set::ChunkSet;
+
+/// Chunk bookkeeping for one reserved address range.
+#[derive(Debug)]
+pub(crate) struct VirtualSpace {
+    base: u64,
+    size: u64,
+    granularity: u64,
+    mapped: ChunkSet,
+    idle: ChunkSet,
+    live: Vec<u32>,
+}
+
+impl VirtualSpace {
+    /// A range of `size` bytes at `base`, nothing mapped.
+    pub(crate) fn new(base: u64, size: u64, granularity: u64) -> Self {
+        let chunks = (size / granularity) as usize;
+        VirtualSpace {
+            base,
+            size,
+            granularity,
+            mapped: ChunkSet::new(chunks),
+            idle: ChunkSet::new(chunks),
+            live: vec![0; chunks],
+        }
+    }
+
+    pub(crate) fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub(crate) fn granularity(&self) -> u64 {
+        self.granularity
+    }
+
+    /// Bytes of mapped chunks.
+    pub(crate) fn mapped_bytes(&self) -> u64 {
+        self.mapped.count() as u64 * self.granularity
+    }
+
+    /// Mapped chunks that no live block touches.
+    pub(crate) fn idle_chunks(&self) -> usize {
+        self.idle.count()
+    }
+
+    /// The address of chunk `index`.
+    pub(crate) fn chunk_addr(&self, index: usize) -> u64 {
+        self.base + index as u64 * self.granularity
+    }
+
+    /// The chunks that `[addr, addr + size)` touches.
+    fn chunks(&self, addr: u64, size: u64) -> Range<usize> {
+        let first = (addr - self.base) / self.granularity;
+        let end = (addr - self.base + size).div_ceil(self.granularity);
+        first as usize..end as usize
+    }
+
+    /// Counts a live block on `[addr, addr + size)`; returns the runs of its chunks that are not mapped.
+    pub(crate) fn use_span(&mut self, addr: u64, size: u64) -> Vec<Range<usize>> {
+        let chunks = self.chunks(addr, size);
+        for index in chunks.clone() {
+            self.live[index] += 1;
+            if self.live[index] == 1 {
+                self.idle.remove(index);
+            }
+        }
+        self.mapped.gaps_in(chunks)
+    }
+
+    /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle.
+    pub(crate) fn release_span(&mut self, addr: u64, size: u64) {
+        for index in self.chunks(addr, size) {
+            self.live[index] -= 1;
+            if self.live[index] == 0 && self.mapped.contains(index) {
+                self.idle.insert(index);
+            }
+        }
+    }
+
+    /// Records the chunks of `run` as mapped or unmapped.
+    pub(crate) fn set_mapped(&mut self, run: Range<usize>, mapped: bool) {
+        for index in run {
+            if mapped {
+                self.mapped.insert(index);
+                if self.live[index] == 0 {
+                    self.idle.insert(index);
+                }
+            } else {
+                self.mapped.remove(index);
+                self.idle.remove(index);
+            }
+        }
+    }
+
+    /// Runs of idle chunks, highest addresses first, at most `limit` chunks in all.
+    pub(crate) fn idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
+        self.idle.runs_from_top(limit)
+    }
+
+    /// `run` extended forward by up to `extra` chunks that are neither mapped nor touched by a block.
+    pub(crate) fn extend_run(&self, run: Range<usize>, extra: usize) -> Range<usize> {
+        let mut end = run.end;
+        while end < self.live.len() && end - run.end < extra && !self.mapped.contains(end) && self.live[end] == 0 {
+            end += 1;
+        }
+        run.start..end
+    }
+
+    /// Runs of mapped chunks, in order.
+    pub(crate) fn mapped_runs(&self) -> Vec<Range<usize>> {
+        let all = 0..self.live.len();
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for index in all.filter(|&i| self.mapped.contains(i)) {
+            match runs.last_mut() {
+                Some(run) if run.end == index => run.end = index + 1,
+                _ => runs.push(index..index + 1),
+            }
+        }
+        runs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_blocks_keep_chunks_busy() {
+        let g = 1024;
+        let mut v = VirtualSpace::new(1 << 20, 16 * g, g);
+        v.set_mapped(0..4, true);
+        assert_eq!(v.idle_chunks(), 4);
+        // A block over chunks 3..6: chunk 3 is mapped, 4 and 5 are not.
+        assert_eq!(v.use_span((1 << 20) + 3 * g + 100, 2 * g), vec![4..6]);
+        assert_eq!(v.idle_chunks(), 3);
+        v.set_mapped(4..6, true);
+        assert_eq!(v.idle_chunks(), 3);
+        v.release_span((1 << 20) + 3 * g + 100, 2 * g);
+        assert_eq!(v.idle_chunks(), 6);
+        assert_eq!(v.idle_runs(4), vec![2..6]);
+        assert_eq!(v.extend_run(6..7, 3), 6..10);
+        assert_eq!(v.extend_run(1..3, 3), 1..3, "mapped chunks stop the extension");
+        assert_eq!(v.mapped_runs(), vec![0..6]);
+        assert_eq!(v.mapped_bytes(), 6 * g);
+    }
+}

@@ -1,0 +1,57 @@
+//! vrampool: a GPU memory pool.
+//!
+//! It decides when to ask the device for memory and how much, with three pre-allocation strategies:
+//!
+//! - [`FixedPool`]: one reservation at start, cut into equal blocks, with an O(1) lock-free free list and a
+//!   counted fallback for requests that do not fit a block;
+//! - [`DynamicPool`]: starts small, grows on demand by a growth factor up to a cap, sub-allocates with an
+//!   O(1) range allocator, and on a device with virtual memory grows in place;
+//! - the hybrid pool (size classes over a dynamic region).
+//!
+//! Every pool implements [`Pool`] over a [`Backend`]: [`SimDevice`] (no memory, a cost model, fault
+//! injection), [`HostMemory`] (real host bytes for tests), or the CUDA backends of `vrampool-cuda`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use vrampool::{DynamicConfig, DynamicPool, Pool, PoolExt, SimDevice};
+//!
+//! let pool = DynamicPool::new(Arc::new(SimDevice::default()), DynamicConfig::default())?;
+//! let buffer = pool.buffer(64 << 20)?;
+//! assert_eq!(pool.stats().allocated_bytes.current, 64 << 20);
+//! # drop(buffer);
+//! # Ok::<(), vrampool::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod backend;
+mod block_stack;
+mod buffer;
+mod dynamic;
+mod error;
+mod fallback_segments;
+mod fixed;
+mod pool;
+mod range_allocator;
+mod report;
+mod request;
+mod stats;
+mod stats_counters;
+mod stream;
+mod stream_order;
+mod sync;
+mod thread_slot;
+mod units;
+
+pub use backend::{
+    Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HostMemory, HostMemoryConfig, POISON,
+    SimDevice, SimDeviceConfig,
+};
+pub use buffer::Buffer;
+pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
+pub use error::{Error, Result};
+pub use fixed::{Fallback, FixedConfig, FixedPool};
+pub use pool::{Allocation, Pool, PoolExt};
+pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
+pub use stats::{PoolStats, Stat};
+pub use stream::StreamId;
+pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK, human_bytes};

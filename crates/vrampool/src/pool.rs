@@ -1,0 +1,74 @@
+//! The interface every strategy implements, and the allocation it hands out.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Backend;
+use crate::buffer::Buffer;
+use crate::error::Result;
+use crate::report::PoolReport;
+use crate::stats::PoolStats;
+use crate::stream::StreamId;
+use crate::units::DEFAULT_ALIGNMENT;
+
+/// Memory handed out by a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Allocation {
+    /// The device address of the first byte.
+    pub addr: u64,
+    /// The bytes requested (the block may be larger).
+    pub size: u64,
+    /// The stream the allocation belongs to; its free is ordered on this stream.
+    pub stream: StreamId,
+}
+
+/// A memory pool: the interface the fixed, dynamic and hybrid strategies share.
+///
+/// Every method is callable from any thread. A call that returns an error leaves the pool exactly as it
+/// was.
+pub trait Pool: Send + Sync {
+    /// The strategy's name: `fixed`, `dynamic` or `hybrid`.
+    fn strategy(&self) -> &'static str;
+
+    /// The device the pool takes its memory from.
+    fn backend(&self) -> &Arc<dyn Backend>;
+
+    /// Allocates `size` bytes aligned to `alignment` (a power of two; every block is aligned to at least
+    /// 256 bytes) for use on `stream`.
+    fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation>;
+
+    /// Frees the allocation that starts at `addr`; the memory can be reused at once on the allocation's
+    /// stream and, ordered by an event, on others.
+    fn free(&self, addr: u64) -> Result<()>;
+
+    /// The pool's counters.
+    fn stats(&self) -> PoolStats;
+
+    /// Every segment and every live block, with the counters.
+    fn report(&self) -> PoolReport;
+
+    /// Gives wholly free memory back to the device; returns the bytes given back.
+    fn trim(&self) -> Result<u64>;
+}
+
+/// Conveniences for every [`Pool`]: default alignment and stream, and buffers that free on drop.
+pub trait PoolExt: Pool {
+    /// Allocates `size` bytes with the default alignment (256 bytes) on the default stream.
+    fn alloc(&self, size: u64) -> Result<Allocation> {
+        self.allocate(size, DEFAULT_ALIGNMENT, StreamId::DEFAULT)
+    }
+
+    /// A buffer of `size` bytes on the default stream, freed when dropped.
+    fn buffer(&self, size: u64) -> Result<Buffer<&Self>> {
+        self.buffer_on(size, StreamId::DEFAULT)
+    }
+
+    /// A buffer of `size` bytes on `stream`, freed when dropped.
+    fn buffer_on(&self, size: u64, stream: StreamId) -> Result<Buffer<&Self>> {
+        let allocation = self.allocate(size, DEFAULT_ALIGNMENT, stream)?;
+        Ok(Buffer::from_parts(self, allocation))
+    }
+}
+
+impl<P: Pool + ?Sized> PoolExt for P {}

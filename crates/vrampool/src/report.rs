@@ -1,0 +1,70 @@
+//! The detailed report of a pool: every segment and every live block, for leak hunting, as JSON.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::PoolStats;
+use crate::stream::StreamId;
+
+/// What a stretch of the pool's memory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SegmentKind {
+    /// A fixed pool's one reservation, cut into blocks.
+    Reservation,
+    /// A segment a dynamic pool sub-allocates from.
+    Segment,
+    /// A segment that serves a single fallback allocation.
+    Fallback,
+    /// A reserved virtual address range, mapped where used.
+    VirtualRange,
+}
+
+/// One stretch of memory the pool holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentReport {
+    /// What it is.
+    pub kind: SegmentKind,
+    /// Its first address.
+    pub addr: u64,
+    /// Its size in bytes (for a virtual range: the address space reserved).
+    pub size: u64,
+    /// Bytes of device memory behind it (for a virtual range: the mapped chunks).
+    pub reserved_bytes: u64,
+}
+
+/// One live allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockReport {
+    /// Its address.
+    pub addr: u64,
+    /// The bytes requested.
+    pub size: u64,
+    /// The bytes the block takes in the pool (the request rounded up).
+    pub block_size: u64,
+    /// The stream it was allocated on.
+    pub stream: StreamId,
+    /// Whether it was served by a fallback.
+    pub fallback: bool,
+}
+
+/// Everything a pool holds, block by block.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolReport {
+    /// The strategy (`fixed`, `dynamic`, `hybrid`).
+    pub strategy: String,
+    /// The backend's name.
+    pub backend: String,
+    /// The pool's counters.
+    pub stats: PoolStats,
+    /// Every stretch of memory held, in address order.
+    pub segments: Vec<SegmentReport>,
+    /// Every live allocation, in address order.
+    pub blocks: Vec<BlockReport>,
+}
+
+impl PoolReport {
+    /// The report as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report holds only numbers and strings")
+    }
+}

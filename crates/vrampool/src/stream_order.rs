@@ -1,0 +1,358 @@
+//! Stream-ordered reuse: a block freed on one stream is reused on another only after the work the
+//! freeing stream had queued before the free.
+//!
+//! While a pool has seen a single stream, nothing is recorded: reuse on the same stream is safe by stream
+//! order. Once a second stream appears, every free records an event on its stream, and a reuse on another
+//! stream either finds that event complete or makes the new stream wait on it (never blocking the host).
+//! A block freed before the second stream appeared is covered by an event recorded on its stream at the
+//! first cross-stream reuse, which comes later than the free and so orders after it.
+//!
+//! Free memory carries a [`FreeTag`]: the set of streams that freed parts of it and the event sequence
+//! number from which events on those streams cover those frees. Tags of coalesced blocks merge.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::backend::{Backend, EventId};
+use crate::error::Result;
+use crate::stream::StreamId;
+
+/// Streams a pool tells apart; the streams after the first 63 share the last index, for which reuse
+/// always waits for the whole device.
+pub(crate) const MAX_STREAMS: usize = 64;
+const OVERFLOW: usize = MAX_STREAMS - 1;
+
+/// Which streams freed a free block's memory, and from which event sequence number events on them cover it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FreeTag {
+    streams: u64,
+    seq: u64,
+}
+
+impl FreeTag {
+    /// Memory never handed out: reusable by any stream.
+    pub(crate) const FRESH: FreeTag = FreeTag { streams: 0, seq: 0 };
+
+    /// The tag of memory freed on the stream with `index` and covered from event number `seq`.
+    pub(crate) fn freed(index: usize, seq: u64) -> Self {
+        FreeTag { streams: 1 << index, seq }
+    }
+
+    /// The tag of two neighbours merged into one free block: both sets of streams, the later sequence.
+    pub(crate) fn merge(self, other: FreeTag) -> FreeTag {
+        FreeTag { streams: self.streams | other.streams, seq: self.seq.max(other.seq) }
+    }
+
+    /// Whether reuse on the stream with `index` needs no ordering.
+    pub(crate) fn reusable_on(self, index: usize) -> bool {
+        index != OVERFLOW && self.streams & !(1 << index) == 0
+    }
+
+    /// The packed form a fixed pool keeps per block (a single stream): `index` in the top 6 bits.
+    pub(crate) fn pack_single(self) -> u64 {
+        debug_assert!(self.streams.count_ones() <= 1);
+        let index = if self.streams == 0 { 0 } else { u64::from(self.streams.trailing_zeros()) + 1 };
+        (index << 57) | (self.seq & ((1 << 57) - 1))
+    }
+
+    /// The inverse of [`FreeTag::pack_single`].
+    pub(crate) fn unpack_single(packed: u64) -> Self {
+        let index = packed >> 57;
+        let seq = packed & ((1 << 57) - 1);
+        if index == 0 { FreeTag::FRESH } else { FreeTag::freed(index as usize - 1, seq) }
+    }
+}
+
+/// Events recorded on one stream, oldest first, and the newest sequence number known complete.
+#[derive(Debug, Default)]
+struct StreamEvents {
+    pending: VecDeque<(u64, EventId)>,
+    completed_through: u64,
+}
+
+/// Counters of the ordering work done.
+#[derive(Debug, Default)]
+pub(crate) struct OrderCounters {
+    pub(crate) events_recorded: AtomicU64,
+    pub(crate) stream_waits: AtomicU64,
+    pub(crate) synchronizations: AtomicU64,
+}
+
+/// The streams a pool has seen and the events that order reuse between them.
+#[derive(Debug)]
+pub(crate) struct StreamOrder {
+    streams: [AtomicU64; MAX_STREAMS],
+    count: AtomicUsize,
+    next_seq: AtomicU64,
+    events: Mutex<Vec<StreamEvents>>,
+    pub(crate) counters: OrderCounters,
+}
+
+impl Default for StreamOrder {
+    fn default() -> Self {
+        StreamOrder {
+            streams: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicUsize::new(0),
+            next_seq: AtomicU64::new(1),
+            events: Mutex::new((0..MAX_STREAMS).map(|_| StreamEvents::default()).collect()),
+            counters: OrderCounters::default(),
+        }
+    }
+}
+
+impl StreamOrder {
+    /// The index of `stream`, registering it on first sight.
+    #[inline]
+    pub(crate) fn index_of(&self, stream: StreamId) -> usize {
+        let count = self.count.load(Ordering::Acquire);
+        for index in 0..count.min(OVERFLOW) {
+            if self.streams[index].load(Ordering::Relaxed) == stream.0 {
+                return index;
+            }
+        }
+        self.register(stream)
+    }
+
+    #[cold]
+    fn register(&self, stream: StreamId) -> usize {
+        let _guard = self.events.lock();
+        let count = self.count.load(Ordering::Acquire);
+        for index in 0..count.min(OVERFLOW) {
+            if self.streams[index].load(Ordering::Relaxed) == stream.0 {
+                return index;
+            }
+        }
+        if count >= OVERFLOW {
+            self.streams[OVERFLOW].store(stream.0, Ordering::Relaxed);
+            self.count.store(MAX_STREAMS, Ordering::Release);
+            return OVERFLOW;
+        }
+        self.streams[count].store(stream.0, Ordering::Relaxed);
+        self.count.store(count + 1, Ordering::Release);
+        count
+    }
+
+    /// The stream registered at `index` (for reports; the overflow index reports the last stream seen).
+    pub(crate) fn stream_of(&self, index: usize) -> StreamId {
+        self.stream_at(index.min(MAX_STREAMS - 1))
+    }
+
+    /// The stream registered at `index`.
+    fn stream_at(&self, index: usize) -> StreamId {
+        StreamId(self.streams[index].load(Ordering::Relaxed))
+    }
+
+    /// Whether the pool has seen more than one stream.
+    #[inline]
+    pub(crate) fn is_multi_stream(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 1
+    }
+
+    /// The tag for memory freed now on the stream with `index`; records an event once several streams
+    /// are in use.
+    #[inline]
+    pub(crate) fn tag_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
+        if !self.is_multi_stream() {
+            return Ok(FreeTag::freed(index, self.next_seq.load(Ordering::Relaxed)));
+        }
+        self.record_free(backend, index)
+    }
+
+    #[cold]
+    fn record_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
+        if index == OVERFLOW {
+            return Ok(FreeTag::freed(index, 0));
+        }
+        let mut events = self.events.lock();
+        let event = backend.record_event(self.stream_at(index))?;
+        self.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let stream_events = &mut events[index];
+        stream_events.pending.push_back((seq, event));
+        // Retire the oldest event if it has completed, so the queue stays as short as the work in flight.
+        if let Some(&(old_seq, old_event)) = stream_events.pending.front()
+            && old_seq != seq
+            && backend.event_complete(old_event).unwrap_or(false)
+        {
+            Self::retire_through(backend, stream_events, old_seq);
+        }
+        Ok(FreeTag::freed(index, seq))
+    }
+
+    /// Releases every event of one stream up to and including `seq`, which completed.
+    fn retire_through(backend: &dyn Backend, stream_events: &mut StreamEvents, seq: u64) {
+        while let Some(&(s, event)) = stream_events.pending.front() {
+            if s > seq {
+                break;
+            }
+            backend.release_event(event);
+            stream_events.pending.pop_front();
+        }
+        stream_events.completed_through = stream_events.completed_through.max(seq);
+    }
+
+    /// Orders reuse, on the stream with `index`, of memory tagged `tag`: nothing to do when only this
+    /// stream freed it; otherwise each other stream's covering event is found complete or waited on.
+    #[inline]
+    pub(crate) fn order_reuse(&self, backend: &dyn Backend, tag: FreeTag, index: usize) -> Result<()> {
+        if tag.reusable_on(index) {
+            return Ok(());
+        }
+        self.order_cross_stream(backend, tag, index)
+    }
+
+    #[cold]
+    fn order_cross_stream(&self, backend: &dyn Backend, tag: FreeTag, index: usize) -> Result<()> {
+        let mut events = self.events.lock();
+        if tag.streams & (1 << OVERFLOW) != 0 || index == OVERFLOW {
+            return self.synchronize_locked(backend, &mut events);
+        }
+        let waiter = self.stream_at(index);
+        let mut others = tag.streams & !(1 << index);
+        while others != 0 {
+            let other = others.trailing_zeros() as usize;
+            others &= others - 1;
+            let stream_events = &mut events[other];
+            if stream_events.completed_through >= tag.seq {
+                continue;
+            }
+            let covering = stream_events.pending.iter().find(|&&(seq, _)| seq >= tag.seq).copied();
+            let (seq, event) = match covering {
+                Some(found) => found,
+                None => match backend.record_event(self.stream_at(other)) {
+                    Ok(event) => {
+                        self.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
+                        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+                        stream_events.pending.push_back((seq, event));
+                        (seq, event)
+                    }
+                    // The freeing stream cannot take an event (destroyed, say): wait for the whole device.
+                    Err(_) => return self.synchronize_locked(backend, &mut events),
+                },
+            };
+            if backend.event_complete(event)? {
+                Self::retire_through(backend, stream_events, seq);
+            } else {
+                backend.stream_wait_event(waiter, event)?;
+                self.counters.stream_waits.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    fn synchronize_locked(&self, backend: &dyn Backend, events: &mut [StreamEvents]) -> Result<()> {
+        backend.synchronize()?;
+        self.counters.synchronizations.fetch_add(1, Ordering::Relaxed);
+        let now = self.next_seq.load(Ordering::Relaxed);
+        for stream_events in events.iter_mut() {
+            Self::retire_through(backend, stream_events, now);
+        }
+        Ok(())
+    }
+
+    /// Waits for the whole device (before memory is unmapped or moved) and retires every event.
+    pub(crate) fn synchronize(&self, backend: &dyn Backend) -> Result<()> {
+        let mut events = self.events.lock();
+        self.synchronize_locked(backend, &mut events)
+    }
+
+    /// Gives every pending event back to the backend (when the pool is dropped).
+    pub(crate) fn release_all(&self, backend: &dyn Backend) {
+        let mut events = self.events.lock();
+        for stream_events in events.iter_mut() {
+            for (_, event) in stream_events.pending.drain(..) {
+                backend.release_event(event);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::SimDevice;
+
+    #[test]
+    fn single_stream_records_nothing() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        let s = order.index_of(StreamId(5));
+        let tag = order.tag_free(&sim, s).unwrap();
+        order.order_reuse(&sim, tag, s).unwrap();
+        assert_eq!(sim.counters().events_recorded, 0);
+        assert!(!order.is_multi_stream());
+    }
+
+    #[test]
+    fn cross_stream_reuse_waits_on_a_pending_event() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        let a = order.index_of(StreamId(1));
+        let b = order.index_of(StreamId(2));
+        sim.hold_stream(StreamId(1));
+        let tag = order.tag_free(&sim, a).unwrap();
+        assert_eq!(sim.counters().events_recorded, 1);
+        order.order_reuse(&sim, tag, a).unwrap();
+        assert!(sim.stream_waits().is_empty(), "same stream needs no wait");
+        order.order_reuse(&sim, tag, b).unwrap();
+        let waits = sim.stream_waits();
+        assert_eq!(waits.len(), 1);
+        assert_eq!(waits[0].0, StreamId(2));
+        assert_eq!(sim.event_state(waits[0].1), Some((StreamId(1), false)));
+        sim.release_stream(StreamId(1));
+        order.order_reuse(&sim, tag, b).unwrap();
+        assert_eq!(sim.stream_waits().len(), 1, "a completed event needs no wait");
+        assert_eq!(sim.live_events(), 0, "completed events are released");
+    }
+
+    #[test]
+    fn frees_before_the_second_stream_are_covered_by_a_later_event() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        let a = order.index_of(StreamId(1));
+        let tag = order.tag_free(&sim, a).unwrap();
+        sim.hold_stream(StreamId(1));
+        let b = order.index_of(StreamId(2));
+        order.order_reuse(&sim, tag, b).unwrap();
+        let waits = sim.stream_waits();
+        assert_eq!(waits.len(), 1);
+        assert_eq!(sim.event_state(waits[0].1), Some((StreamId(1), false)));
+    }
+
+    #[test]
+    fn merged_tags_order_every_stream() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        let (a, b, c) = (order.index_of(StreamId(1)), order.index_of(StreamId(2)), order.index_of(StreamId(3)));
+        sim.hold_stream(StreamId(1));
+        sim.hold_stream(StreamId(2));
+        let tag = order.tag_free(&sim, a).unwrap().merge(order.tag_free(&sim, b).unwrap());
+        order.order_reuse(&sim, tag, c).unwrap();
+        let streams: Vec<_> = sim.stream_waits().iter().map(|&(s, e)| (s, sim.event_state(e).unwrap().0)).collect();
+        assert_eq!(streams, vec![(StreamId(3), StreamId(1)), (StreamId(3), StreamId(2))]);
+    }
+
+    #[test]
+    fn streams_past_the_table_synchronize() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        for s in 0..MAX_STREAMS as u64 + 3 {
+            order.index_of(StreamId(100 + s));
+        }
+        let last = order.index_of(StreamId(10_000));
+        assert_eq!(last, OVERFLOW);
+        let tag = order.tag_free(&sim, last).unwrap();
+        assert!(!tag.reusable_on(last));
+        order.order_reuse(&sim, tag, last).unwrap();
+        assert_eq!(sim.counters().synchronizations, 1);
+    }
+
+    #[test]
+    fn single_tags_pack() {
+        for tag in [FreeTag::FRESH, FreeTag::freed(0, 9), FreeTag::freed(63, 1 << 40)] {
+            assert_eq!(FreeTag::unpack_single(tag.pack_single()), tag);
+        }
+    }
+}

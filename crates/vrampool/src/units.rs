@@ -1,0 +1,61 @@
+//! Byte units and the alignment every pool honours.
+
+/// One kibibyte.
+pub const KIB: u64 = 1 << 10;
+/// One mebibyte.
+pub const MIB: u64 = 1 << 20;
+/// One gibibyte.
+pub const GIB: u64 = 1 << 30;
+
+/// The smallest unit a pool hands out: every block starts at a multiple of it and spans a multiple of it.
+/// 256 bytes, what `cudaMalloc` guarantees.
+pub const MIN_BLOCK: u64 = 256;
+
+/// The alignment of an allocation when the caller names none: 256 bytes.
+pub const DEFAULT_ALIGNMENT: u64 = 256;
+
+/// `value` rounded up to a multiple of `align` (a power of two), or `None` on overflow.
+pub(crate) fn align_up(value: u64, align: u64) -> Option<u64> {
+    debug_assert!(align.is_power_of_two());
+    Some(value.checked_add(align - 1)? & !(align - 1))
+}
+
+/// `value` rounded up to a multiple of `unit` (any positive number), or `None` on overflow.
+pub(crate) fn round_up_to(value: u64, unit: u64) -> Option<u64> {
+    debug_assert!(unit > 0);
+    value.div_ceil(unit).checked_mul(unit)
+}
+
+/// Formats a byte count for people: `1.50 GiB`, `256 MiB`, `512 B`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)];
+    for (name, unit) in UNITS {
+        if bytes >= unit {
+            let value = bytes as f64 / unit as f64;
+            return if bytes % unit == 0 { format!("{} {name}", bytes / unit) } else { format!("{value:.2} {name}") };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding() {
+        assert_eq!(align_up(0, 256), Some(0));
+        assert_eq!(align_up(1, 256), Some(256));
+        assert_eq!(align_up(256, 256), Some(256));
+        assert_eq!(align_up(u64::MAX, 256), None);
+        assert_eq!(round_up_to(5, 3), Some(6));
+        assert_eq!(round_up_to(u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn human() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(256 * MIB), "256 MiB");
+        assert_eq!(human_bytes(3 * GIB / 2), "1.50 GiB");
+    }
+}

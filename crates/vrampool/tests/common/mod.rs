@@ -1,0 +1,210 @@
+//! Shared test support: pools on the simulated device and host memory, and a shadow model that checks a
+//! pool after every step.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use vrampool::{
+    Allocation, Backend, Cap, DynamicConfig, DynamicPool, Fallback, FixedConfig, FixedPool, HostMemory,
+    HostMemoryConfig, KIB, MIB, Pool, PoolReport, PoolStats, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
+};
+
+/// The device under a pool, kept so tests can look at it.
+#[derive(Clone)]
+pub enum Device {
+    Sim(Arc<SimDevice>),
+    Host(Arc<HostMemory>),
+}
+
+impl Device {
+    pub fn sim(granularity: Option<u64>) -> Self {
+        Device::Sim(Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(1 << 30).granularity(granularity))))
+    }
+
+    pub fn host(granularity: Option<u64>) -> Self {
+        Device::Host(Arc::new(HostMemory::new(
+            HostMemoryConfig::default().capacity(512 * MIB).granularity(granularity),
+        )))
+    }
+
+    pub fn backend(&self) -> Arc<dyn Backend> {
+        match self {
+            Device::Sim(sim) => sim.clone(),
+            Device::Host(host) => host.clone(),
+        }
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        match self {
+            Device::Sim(sim) => sim.used_bytes(),
+            Device::Host(host) => host.used_bytes(),
+        }
+    }
+
+    pub fn host_memory(&self) -> Option<&HostMemory> {
+        match self {
+            Device::Host(host) => Some(host),
+            Device::Sim(_) => None,
+        }
+    }
+
+    pub fn set_faults(&self, plan: vrampool::FaultPlan) {
+        match self {
+            Device::Sim(sim) => sim.set_faults(plan),
+            Device::Host(host) => host.set_faults(plan),
+        }
+    }
+}
+
+/// The pool shapes the tests run: small enough to exhaust, with every path reachable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// 16 blocks of 1 MiB, oversize and exhausted requests go to backend segments.
+    FixedBackendFallback,
+    /// 16 blocks of 768 KiB (not a power of two), oversize and exhausted requests refused.
+    FixedReject,
+    /// Separate segments, 4 MiB initial, capped at 96 MiB.
+    DynamicSegments,
+    /// One virtual range with 64 KiB chunks, 4 MiB initial, capped at 96 MiB.
+    DynamicVirtual,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] =
+        [Shape::FixedBackendFallback, Shape::FixedReject, Shape::DynamicSegments, Shape::DynamicVirtual];
+
+    pub fn granularity(self) -> Option<u64> {
+        match self {
+            Shape::DynamicVirtual => Some(64 * KIB),
+            _ => None,
+        }
+    }
+
+    pub fn build(self, device: &Device) -> Arc<dyn Pool> {
+        let backend = device.backend();
+        match self {
+            Shape::FixedBackendFallback => {
+                Arc::new(FixedPool::new(backend, FixedConfig::default().block_size(MIB).block_count(16)).unwrap())
+            }
+            Shape::FixedReject => Arc::new(
+                FixedPool::new(
+                    backend,
+                    FixedConfig::default().block_size(768 * KIB).block_count(16).fallback(Fallback::Reject),
+                )
+                .unwrap(),
+            ),
+            Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(
+                DynamicPool::new(
+                    backend,
+                    DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(96 * MIB)).virtual_memory(
+                        if self == Shape::DynamicVirtual { VirtualMemory::Auto } else { VirtualMemory::Off },
+                    ),
+                )
+                .unwrap(),
+            ),
+        }
+    }
+}
+
+/// What the pool should hold, kept by the test beside it.
+#[derive(Debug, Default)]
+pub struct Shadow {
+    pub live: BTreeMap<u64, (Allocation, u64)>,
+    pub allocations: u64,
+    pub frees: u64,
+    pub current: u64,
+    pub peak: u64,
+    next_canary: u64,
+}
+
+/// The words of a block that carry its canary: the first, one every 4 KiB, and the last.
+pub fn canary_words(allocation: &Allocation) -> impl Iterator<Item = u64> {
+    let first = allocation.addr;
+    let last = (allocation.addr + allocation.size - 1) & !7;
+    (first..=last).step_by(4096).chain(std::iter::once(last))
+}
+
+impl Shadow {
+    pub fn allocated(&mut self, allocation: Allocation, device: &Device) {
+        self.next_canary += 1;
+        let canary = 0xC0DE_0000_0000_0000 | self.next_canary;
+        if let Some(host) = device.host_memory() {
+            for word in canary_words(&allocation) {
+                host.fill(word, 8, canary).unwrap_or_else(|e| panic!("canary write for {allocation:?}: {e}"));
+            }
+        }
+        assert!(self.live.insert(allocation.addr, (allocation, canary)).is_none(), "address handed out twice");
+        self.allocations += 1;
+        self.current += allocation.size;
+        self.peak = self.peak.max(self.current);
+    }
+
+    /// Frees `addr` in the pool and the shadow, checking the block's canary first.
+    pub fn free(&mut self, pool: &dyn Pool, addr: u64, device: &Device) {
+        let (allocation, canary) = self.live[&addr];
+        if let Some(host) = device.host_memory() {
+            for word in canary_words(&allocation) {
+                host.check(word, 8, canary).unwrap_or_else(|e| panic!("canary of {allocation:?}: {e}"));
+            }
+        }
+        pool.free(addr).unwrap_or_else(|e| panic!("free of {allocation:?}: {e}"));
+        self.freed(addr);
+    }
+
+    /// Records a free the pool already did.
+    pub fn freed(&mut self, addr: u64) {
+        let (allocation, _) = self.live.remove(&addr).expect("freeing a block the shadow holds");
+        self.frees += 1;
+        self.current -= allocation.size;
+    }
+
+    /// Checks the pool against the shadow: blocks, sums, no overlap, every block in held memory,
+    /// reserved bytes equal to what the device holds, canaries intact.
+    pub fn check(&self, pool: &dyn Pool, device: &Device) {
+        let report = pool.report();
+        let stats = &report.stats;
+        assert_eq!(stats.allocated_bytes.current, self.current, "allocated bytes");
+        assert_eq!(stats.allocated_bytes.peak, self.peak, "peak allocated bytes");
+        assert_eq!(stats.allocations, self.allocations, "allocations");
+        assert_eq!(stats.frees, self.frees, "frees");
+        assert_eq!(stats.active_allocations, self.live.len() as u64, "active allocations");
+        assert_eq!(stats.reserved_bytes.current, device.used_bytes(), "reserved bytes are what the device holds");
+        assert!(stats.reserved_bytes.peak >= stats.reserved_bytes.current);
+        let blocks: Vec<(u64, u64)> = report.blocks.iter().map(|b| (b.addr, b.size)).collect();
+        let expected: Vec<(u64, u64)> = self.live.values().map(|(a, _)| (a.addr, a.size)).collect();
+        assert_eq!(blocks, expected, "live blocks");
+        for pair in report.blocks.windows(2) {
+            assert!(pair[0].addr + pair[0].block_size <= pair[1].addr, "blocks overlap: {pair:?}");
+        }
+        for block in &report.blocks {
+            assert!(block.block_size >= block.size);
+            assert!(
+                report
+                    .segments
+                    .iter()
+                    .any(|s| block.addr >= s.addr && block.addr + block.block_size <= s.addr + s.size),
+                "block {block:?} outside every segment"
+            );
+        }
+        if let Some(host) = device.host_memory() {
+            for (allocation, canary) in self.live.values() {
+                for word in canary_words(allocation) {
+                    host.check(word, 8, *canary).unwrap_or_else(|e| panic!("canary of {allocation:?}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// Everything about a pool that an erroring call must leave as it was.
+pub fn snapshot(pool: &dyn Pool) -> (PoolReport, PoolStats) {
+    let mut report = pool.report();
+    let mut stats = report.stats.clone();
+    // Refusals are counted; nothing else may move.
+    stats.ooms = 0;
+    report.stats = PoolStats::default();
+    (report, stats)
+}
+
+pub const S0: StreamId = StreamId::DEFAULT;
