@@ -47,6 +47,11 @@ impl DeviceLedger {
         }
     }
 
+    /// The alignment of every address handed out.
+    pub(crate) fn address_align(&self) -> u64 {
+        self.address_align
+    }
+
     pub(crate) fn counters(&self) -> DeviceCounters {
         self.counters.clone()
     }

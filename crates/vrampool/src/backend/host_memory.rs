@@ -233,6 +233,11 @@ impl Backend for HostMemory {
         self.capacity
     }
 
+    /// Segments start at multiples of the granularity (2 MiB without virtual memory).
+    fn segment_alignment(&self) -> u64 {
+        self.ledger.lock().address_align()
+    }
+
     fn allocate_segment(&self, size: u64) -> Result<DeviceAddr> {
         let mut ledger = self.ledger.lock();
         let addr = ledger.allocate_segment(size)?;

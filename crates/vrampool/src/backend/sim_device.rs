@@ -166,6 +166,11 @@ impl Backend for SimDevice {
         self.capacity
     }
 
+    /// Segments start at multiples of the granularity (2 MiB without virtual memory).
+    fn segment_alignment(&self) -> u64 {
+        self.state.lock().ledger.address_align()
+    }
+
     fn allocate_segment(&self, size: u64) -> Result<DeviceAddr> {
         self.state.lock().ledger.allocate_segment(size)
     }

@@ -191,39 +191,32 @@ impl DynamicPool {
         }
     }
 
-    /// Adds a segment that holds `request`, trimming and retrying once at the cap.
+    /// Adds a segment that holds `request`; at the cap, or when the device refuses, trims wholly free
+    /// segments and retries once.
     fn grow_segments(&self, state: &mut DynamicState, request: Request) -> Result<()> {
         let need =
             request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
         for attempt in 0..2 {
-            let Space::Segments(segments) = &state.space else { unreachable!("segment growth on a virtual range") };
-            let grow = self.policy.growth(segments.total(), need);
-            let result = match grow {
-                Some(grow) => {
-                    self.counters.count_call();
-                    self.backend.allocate_segment(grow).map(|addr| (addr, grow))
-                }
-                None => Err(self.out_of_memory(request.size)),
-            };
-            match result {
-                Ok((addr, grow)) => {
-                    let Space::Segments(segments) = &mut state.space else { unreachable!() };
-                    segments.add(addr, grow);
-                    state.ranges.add_region(addr, grow);
-                    self.counters.add_reserved(grow);
-                    self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-                    return Ok(());
-                }
-                Err(err) if err.is_out_of_memory() && attempt == 0 => {
-                    if self.trim_locked(state)? == 0 {
-                        return Err(self.out_of_memory(request.size));
+            let Space::Segments(segments) = &mut state.space else { unreachable!("segment growth on a virtual range") };
+            if let Some(grow) = self.policy.growth(segments.total(), need) {
+                self.counters.count_call();
+                match self.backend.allocate_segment(grow) {
+                    Ok(addr) => {
+                        segments.add(addr, grow);
+                        state.ranges.add_region(addr, grow);
+                        self.counters.add_reserved(grow);
+                        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
                     }
+                    Err(err) if err.is_out_of_memory() => {}
+                    Err(err) => return Err(err),
                 }
-                Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(request.size)),
-                Err(err) => return Err(err),
+            }
+            if attempt > 0 || self.trim_locked(state)? == 0 {
+                break;
             }
         }
-        unreachable!("the loop returns on its second attempt")
+        Err(self.out_of_memory(request.size))
     }
 
     /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks,

@@ -8,7 +8,8 @@ use crate::units::round_up_to;
 /// the smallest k ≥ 1 that makes the new memory hold the request. If that passes the cap but the request
 /// still fits under it, the growth is clamped to the cap; if the request itself does not fit, there is no
 /// growth (the pool then trims and retries, and finally reports out of memory). With nothing reserved, the
-/// pool starts again at its initial size. Every growth is a multiple of `unit` bytes.
+/// pool starts again at its initial size. Every growth is a multiple of `unit` bytes: the factor's growth
+/// rounded down to a unit, and never less than the request rounded up to one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GrowthPolicy {
     /// Bytes to reserve when nothing is reserved.
@@ -23,8 +24,8 @@ pub struct GrowthPolicy {
 
 impl GrowthPolicy {
     /// The bytes to add, or `None` when even the request would pass the cap.
-    pub fn growth(&self, reserved: u64, need: u64) -> Option<u64> {
-        let need = round_up_to(need, self.unit)?;
+    pub fn growth(&self, reserved: u64, request: u64) -> Option<u64> {
+        let need = round_up_to(request, self.unit)?;
         let room = self.cap.saturating_sub(reserved);
         if need > room {
             return None;
@@ -32,14 +33,15 @@ impl GrowthPolicy {
         let target = if reserved == 0 {
             self.initial_size.max(need)
         } else {
-            // Smallest k >= 1 with reserved * factor^k - reserved >= need, in closed form.
-            let ratio = 1.0 + need as f64 / reserved as f64;
-            let steps = (ratio.ln() / self.factor.ln()).ceil().max(1.0);
+            // Smallest k >= 1 with reserved * factor^k - reserved >= need, in closed form (the epsilon keeps
+            // an exact power, 2.0000000000000004 steps, from counting as 3).
+            let ratio = 1.0 + request as f64 / reserved as f64;
+            let steps = (ratio.ln() / self.factor.ln() - 1e-9).ceil().max(1.0);
             let total = reserved as f64 * self.factor.powf(steps);
             // Guard against rounding just below the need.
-            (total as u64).max(reserved + need)
+            (total as u64).max(reserved + request)
         };
-        let grow = round_up_to(target - reserved, self.unit).unwrap_or(u64::MAX);
+        let grow = (target - reserved) / self.unit * self.unit;
         let room_in_units = room / self.unit * self.unit;
         Some(grow.min(room_in_units).max(need))
     }
@@ -60,6 +62,11 @@ mod tests {
         assert_eq!(p.growth(256 * MIB, MIB), Some(128 * MIB), "one step: 256 -> 384");
         // 256 -> 384 -> 576: 320 MiB new holds 300 MiB.
         assert_eq!(p.growth(256 * MIB, 300 * MIB), Some(320 * MIB));
+        // An exact power: 4 -> 9 adds 5 MiB, rounded down to 4, but never below the 6 MiB request.
+        let p4 = GrowthPolicy { initial_size: 4 * MIB, ..p };
+        assert_eq!(p4.growth(4 * MIB, 5 * MIB), Some(6 * MIB));
+        assert_eq!(p4.growth(4 * MIB, 4 * MIB), Some(4 * MIB));
+        assert_eq!(p4.growth(10 * MIB, 10 * MIB), Some(12 * MIB));
         assert_eq!(p.growth(0, MIB), Some(256 * MIB), "starts again at the initial size");
         assert_eq!(p.growth(0, 300 * MIB), Some(300 * MIB));
     }

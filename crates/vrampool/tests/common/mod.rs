@@ -82,28 +82,26 @@ impl Shape {
     }
 
     pub fn build(self, device: &Device) -> Arc<dyn Pool> {
+        self.try_build(device).unwrap()
+    }
+
+    pub fn try_build(self, device: &Device) -> vrampool::Result<Arc<dyn Pool>> {
         let backend = device.backend();
-        match self {
+        Ok(match self {
             Shape::FixedBackendFallback => {
-                Arc::new(FixedPool::new(backend, FixedConfig::default().block_size(MIB).block_count(16)).unwrap())
+                Arc::new(FixedPool::new(backend, FixedConfig::default().block_size(MIB).block_count(16))?)
             }
-            Shape::FixedReject => Arc::new(
-                FixedPool::new(
-                    backend,
-                    FixedConfig::default().block_size(768 * KIB).block_count(16).fallback(Fallback::Reject),
-                )
-                .unwrap(),
-            ),
-            Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(
-                DynamicPool::new(
-                    backend,
-                    DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(96 * MIB)).virtual_memory(
-                        if self == Shape::DynamicVirtual { VirtualMemory::Auto } else { VirtualMemory::Off },
-                    ),
-                )
-                .unwrap(),
-            ),
-        }
+            Shape::FixedReject => Arc::new(FixedPool::new(
+                backend,
+                FixedConfig::default().block_size(768 * KIB).block_count(16).fallback(Fallback::Reject),
+            )?),
+            Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(DynamicPool::new(
+                backend,
+                DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(96 * MIB)).virtual_memory(
+                    if self == Shape::DynamicVirtual { VirtualMemory::Auto } else { VirtualMemory::Off },
+                ),
+            )?),
+        })
     }
 }
 

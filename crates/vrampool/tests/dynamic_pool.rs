@@ -1,0 +1,267 @@
+//! The dynamic pool's behaviours, one test each, the seed's bugs among them.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::snapshot;
+use vrampool::{
+    Backend, Cap, DynamicConfig, DynamicPool, Error, HostMemory, HostMemoryConfig, KIB, MIB, Pool, PoolExt,
+    SegmentKind, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
+};
+
+fn segments_config(initial: u64, cap: u64) -> DynamicConfig {
+    DynamicConfig::default().initial_size(initial).cap(Cap::Bytes(cap)).virtual_memory(VirtualMemory::Off)
+}
+
+fn host(granularity: Option<u64>) -> Arc<HostMemory> {
+    Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(granularity)))
+}
+
+fn segment_sizes(pool: &DynamicPool) -> Vec<u64> {
+    pool.report().segments.iter().map(|s| s.size).collect()
+}
+
+#[test]
+fn defaults_are_the_seeds() {
+    let device = Arc::new(SimDevice::default());
+    let pool = DynamicPool::new(device.clone(), DynamicConfig::default()).unwrap();
+    let policy = pool.growth_policy();
+    assert_eq!((policy.initial_size, policy.factor), (256 * MIB, 1.5));
+    assert_eq!(policy.cap, (141_000_000_000f64 * 0.8) as u64);
+    assert!(pool.uses_virtual_memory());
+    assert_eq!(pool.stats().reserved_bytes.current, 256 * MIB);
+    assert_eq!(device.used_bytes(), 256 * MIB);
+}
+
+/// The seed's grow() lost the old memory; growth must keep every byte and every address.
+#[test]
+fn growth_keeps_existing_memory() {
+    for granularity in [None, Some(64 * KIB)] {
+        let device = host(granularity);
+        let config = DynamicConfig::default().initial_size(MIB).cap(Cap::Bytes(64 * MIB));
+        let pool = DynamicPool::new(device.clone(), config).unwrap();
+        let first = pool.alloc(MIB - 256).unwrap();
+        device.fill(first.addr, first.size, 0xAB).unwrap();
+        let mut later = Vec::new();
+        for _ in 0..10 {
+            let a = pool.alloc(3 * MIB).unwrap();
+            device.fill(a.addr, a.size, a.addr).unwrap();
+            later.push(a);
+        }
+        assert!(pool.stats().growths >= 2, "{:?}", pool.stats());
+        device.check(first.addr, first.size, 0xAB).unwrap();
+        for a in &later {
+            device.check(a.addr, a.size, a.addr).unwrap();
+        }
+        if granularity.is_some() {
+            let report = pool.report();
+            assert_eq!(report.segments.len(), 1, "grows in place in one range");
+            assert_eq!(report.segments[0].kind, SegmentKind::VirtualRange);
+        }
+    }
+}
+
+#[test]
+fn growth_multiplies_by_the_factor_until_the_request_fits() {
+    let device = Arc::new(SimDevice::default());
+    let pool = DynamicPool::new(device, segments_config(4 * MIB, 64 * MIB)).unwrap();
+    let _a = pool.alloc(4 * MIB).unwrap();
+    // 4 -> 6 (+2) is too little for 5 MiB, 4 -> 9 (+5) holds it; in 2 MiB units: a 6 MiB segment.
+    let _b = pool.alloc(5 * MIB).unwrap();
+    assert_eq!(segment_sizes(&pool), vec![4 * MIB, 6 * MIB]);
+    assert_eq!(pool.stats().growths, 1);
+}
+
+#[test]
+fn growth_clamps_to_the_cap_when_the_request_fits() {
+    let device = Arc::new(SimDevice::default());
+    let pool = DynamicPool::new(device.clone(), segments_config(4 * MIB, 8 * MIB)).unwrap();
+    let a = pool.alloc(4 * MIB).unwrap();
+    // 4 * 1.5^2 = 9 passes the 8 MiB cap, but 4 + 3 fits under it: the growth is clamped to 4 MiB.
+    let b = pool.alloc(3 * MIB).unwrap();
+    assert_eq!(segment_sizes(&pool), vec![4 * MIB, 4 * MIB]);
+    let before = snapshot(&pool);
+    let err = pool.alloc(2 * MIB).unwrap_err();
+    assert_eq!(err, Error::OutOfMemory { requested: 2 * MIB, live: 7 * MIB, reserved: 8 * MIB, cap: 8 * MIB });
+    assert_eq!(
+        err.to_string(),
+        "out of memory: requested 2097152 bytes with 7340032 bytes live and 8388608 bytes reserved; \
+         the cap is 8388608 bytes"
+    );
+    assert_eq!(snapshot(&pool), before);
+    assert_eq!(pool.stats().ooms, 1);
+    pool.free(a.addr).unwrap();
+    pool.free(b.addr).unwrap();
+}
+
+#[test]
+fn at_the_cap_it_trims_free_segments_and_retries() {
+    let device = Arc::new(SimDevice::default());
+    let pool = DynamicPool::new(device.clone(), segments_config(8 * MIB, 24 * MIB)).unwrap();
+    let a = pool.alloc(8 * MIB).unwrap();
+    let _b = pool.alloc(6 * MIB).unwrap();
+    assert_eq!(segment_sizes(&pool), vec![8 * MIB, 10 * MIB]);
+    pool.free(a.addr).unwrap();
+    // 9 MiB fits neither free stretch; 18 + 9 passes the cap; trimming the free 8 MiB segment makes room.
+    // After the trim, 10 -> 22.5 MiB: a 12 MiB segment.
+    let c = pool.alloc(9 * MIB).unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.trimmed_bytes, 8 * MIB);
+    assert_eq!(segment_sizes(&pool), vec![10 * MIB, 12 * MIB]);
+    assert_eq!(stats.reserved_bytes.current, 22 * MIB);
+    assert_eq!(device.used_bytes(), 22 * MIB);
+    assert_eq!(stats.ooms, 0);
+    pool.free(c.addr).unwrap();
+}
+
+/// The simulated device lays segments out back to back: a pool that merged neighbours across segments
+/// would hand out a block spanning two of them, and its frees would be refused by the device.
+#[test]
+fn segments_side_by_side_never_coalesce() {
+    let device = Arc::new(SimDevice::new(SimDeviceConfig::default().granularity(None)));
+    let pool = DynamicPool::new(device.clone(), segments_config(4 * MIB, 64 * MIB)).unwrap();
+    let a = pool.alloc(4 * MIB).unwrap();
+    let b = pool.alloc(4 * MIB).unwrap();
+    let report = pool.report();
+    assert_eq!(report.segments[0].addr + report.segments[0].size, report.segments[1].addr, "adjacent");
+    pool.free(a.addr).unwrap();
+    pool.free(b.addr).unwrap();
+    let c = pool.alloc(8 * MIB).unwrap();
+    assert!(c.addr >= report.segments[1].addr + report.segments[1].size, "served by a new segment");
+    pool.free(c.addr).unwrap();
+    let held: u64 = segment_sizes(&pool).iter().sum();
+    assert_eq!(pool.trim().unwrap(), held);
+    assert_eq!(device.used_bytes(), 0);
+    assert_eq!(device.counters().failed_calls, 0);
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    for mode in [VirtualMemory::Off, VirtualMemory::Auto] {
+        let device = Arc::new(SimDevice::default());
+        let config = DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(64 * MIB)).virtual_memory(mode);
+        let pool = DynamicPool::new(device, config).unwrap();
+        let a = pool.alloc(3000).unwrap();
+        let b = pool.alloc(5000).unwrap();
+        pool.free(b.addr).unwrap();
+        let before = snapshot(&pool);
+        assert_eq!(pool.allocate(0, 256, StreamId::DEFAULT), Err(Error::ZeroSize));
+        assert_eq!(pool.allocate(1, 3, StreamId::DEFAULT), Err(Error::AlignmentNotPowerOfTwo { alignment: 3 }));
+        for huge in [u64::MAX, 65 * MIB] {
+            let err = pool.allocate(huge, 256, StreamId::DEFAULT).unwrap_err();
+            assert_eq!(err, Error::OutOfMemory { requested: huge, live: 3000, reserved: 4 * MIB, cap: 64 * MIB });
+        }
+        assert_eq!(pool.free(b.addr), Err(Error::NotLive { addr: b.addr }));
+        assert_eq!(pool.free(a.addr + 256), Err(Error::InteriorAddress { addr: a.addr + 256, block: a.addr }));
+        assert_eq!(pool.free(42), Err(Error::ForeignAddress { addr: 42 }));
+        assert_eq!(snapshot(&pool), before, "{mode:?}");
+        pool.free(a.addr).unwrap();
+    }
+}
+
+#[test]
+fn virtual_memory_grows_in_place_and_coalesces_across_the_growth_boundary() {
+    let g = 64 * KIB;
+    let device = host(Some(g));
+    let config = DynamicConfig::default().initial_size(4 * g).cap(Cap::Bytes(8 * MIB));
+    let pool = DynamicPool::new(device.clone(), config).unwrap();
+    let a = pool.alloc(3 * g).unwrap();
+    let b = pool.alloc(8 * g).unwrap();
+    assert_eq!(b.addr, a.addr + 3 * g, "the next block follows, across the end of the initial chunks");
+    device.fill(b.addr, b.size, 1).unwrap();
+    assert_eq!(pool.stats().growths, 1);
+    pool.free(a.addr).unwrap();
+    pool.free(b.addr).unwrap();
+    let c = pool.alloc(11 * g).unwrap();
+    assert_eq!(c.addr, a.addr, "the two freed blocks merged into one");
+    device.fill(c.addr, c.size, 2).unwrap();
+    pool.free(c.addr).unwrap();
+}
+
+#[test]
+fn idle_chunks_move_to_where_memory_is_needed() {
+    let g = 64 * KIB;
+    let device = host(Some(g));
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(8 * MIB));
+    let pool = DynamicPool::new(device.clone(), config).unwrap();
+    let x = pool.alloc(16 * g).unwrap();
+    let z = pool.alloc(g).unwrap();
+    device.fill(z.addr, z.size, 0x5A).unwrap();
+    assert_eq!(pool.stats().reserved_bytes.current, 17 * g);
+    pool.free(x.addr).unwrap();
+    // 32 chunks do not fit the 16-chunk hole: they go after z, taking the 16 idle chunks and 16 new ones.
+    let w = pool.alloc(32 * g).unwrap();
+    assert_eq!(w.addr, z.addr + g);
+    device.fill(w.addr, w.size, 0x77).unwrap();
+    device.check(z.addr, z.size, 0x5A).unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.chunks_moved, 16);
+    assert_eq!(stats.reserved_bytes.current, 33 * g, "reserved grew only by what was missing");
+    let counters = device.counters();
+    assert_eq!((counters.remap_calls, counters.chunks_moved), (1, 16), "one batch of contiguous chunks");
+    assert_eq!(counters.used_bytes, 33 * g);
+    // The hole is unmapped now: a block there gets chunks again, and trim gives idle ones back.
+    pool.free(w.addr).unwrap();
+    let y = pool.alloc(8 * g).unwrap();
+    device.fill(y.addr, y.size, 3).unwrap();
+    assert_eq!(pool.stats().reserved_bytes.current, 33 * g, "moved again, not grown");
+    let trimmed = pool.trim().unwrap();
+    assert_eq!(trimmed, 24 * g);
+    assert_eq!(device.used_bytes(), 9 * g);
+    pool.free(y.addr).unwrap();
+    pool.free(z.addr).unwrap();
+    drop(pool);
+    assert_eq!(device.used_bytes(), 0);
+}
+
+#[test]
+fn virtual_memory_out_of_memory_moves_nothing() {
+    let g = 64 * KIB;
+    let device = host(Some(g));
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(16 * g));
+    let pool = DynamicPool::new(device.clone(), config).unwrap();
+    let x = pool.alloc(8 * g).unwrap();
+    let _z = pool.alloc(g).unwrap();
+    pool.free(x.addr).unwrap();
+    let before = snapshot(&pool);
+    let moved_before = device.counters().chunks_moved;
+    // 12 chunks: 8 idle could move, 4 more would pass the 16-chunk cap (9 mapped + 4 > ... after moves 13).
+    let err = pool.alloc(16 * g).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    assert_eq!(snapshot(&pool), before);
+    assert_eq!(device.counters().chunks_moved, moved_before);
+}
+
+#[test]
+fn alignment_is_honoured() {
+    let pool = DynamicPool::new(Arc::new(SimDevice::default()), segments_config(4 * MIB, 64 * MIB)).unwrap();
+    let _pad = pool.alloc(300).unwrap();
+    for alignment in [1u64, 256, 512, 4096, MIB] {
+        let a = pool.allocate(1000, alignment, StreamId::DEFAULT).unwrap();
+        assert_eq!(a.addr % alignment.max(256), 0, "alignment {alignment}");
+    }
+}
+
+#[test]
+fn a_pool_gives_everything_back_when_dropped() {
+    for mode in [VirtualMemory::Off, VirtualMemory::Auto] {
+        let device = Arc::new(SimDevice::default());
+        let config = DynamicConfig::default().initial_size(4 * MIB).virtual_memory(mode);
+        let pool = DynamicPool::new(device.clone(), config).unwrap();
+        let _leaked = pool.alloc(10 * MIB).unwrap();
+        drop(pool);
+        assert_eq!(device.used_bytes(), 0, "{mode:?}");
+        let c = device.counters();
+        assert_eq!(c.ranges_reserved, c.ranges_released);
+        assert_eq!(c.failed_calls, 0);
+    }
+}
+
+#[test]
+fn a_backend_without_virtual_memory_gets_segments() {
+    let device = Arc::new(SimDevice::new(SimDeviceConfig::default().granularity(None)));
+    assert_eq!(device.granularity(), None);
+    let pool = DynamicPool::new(device, DynamicConfig::default()).unwrap();
+    assert!(!pool.uses_virtual_memory());
+}
