@@ -34,6 +34,7 @@ mod pool;
 mod range_allocator;
 mod report;
 mod request;
+mod slab;
 mod stats;
 mod stats_counters;
 mod stream;

@@ -3,26 +3,18 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crossbeam_utils::CachePadded;
-
 use super::config::{Fallback, FixedConfig};
 use crate::backend::Backend;
-use crate::block_stack::{BlockLinks, BlockStack};
 use crate::error::{Error, Result};
 use crate::fallback_segments::FallbackSegments;
 use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
 use crate::request::Request;
+use crate::slab::Slab;
 use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
-use crate::stream_order::{FreeTag, StreamOrder};
-use crate::thread_slot::{self, ALL_SLOTS, SHARED_SLOT};
-
-/// A block's state word: the live bit, the stream index and the requested size.
-const LIVE: u64 = 1 << 63;
-const STREAM_SHIFT: u32 = 56;
-const SIZE_MASK: u64 = (1 << STREAM_SHIFT) - 1;
+use crate::stream_order::StreamOrder;
 
 /// Why a request went to the fallback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,13 +39,6 @@ impl FallbackReason {
     }
 }
 
-/// Per block: its state and, while free, the tag of the stream that freed it.
-#[derive(Debug, Default)]
-struct BlockSlot {
-    state: AtomicU64,
-    free_tag: AtomicU64,
-}
-
 /// The seed's fixed-size pool, done right.
 ///
 /// One reservation at construction ([`FixedConfig::block_size`] × [`FixedConfig::block_count`]), cut into
@@ -66,13 +51,8 @@ struct BlockSlot {
 pub struct FixedPool {
     backend: Arc<dyn Backend>,
     config: FixedConfig,
-    base: u64,
     reservation: u64,
-    block_shift: Option<u32>,
-    block_align: u64,
-    blocks: Box<[BlockSlot]>,
-    links: BlockLinks,
-    stacks: Box<[CachePadded<BlockStack>]>,
+    slab: Slab,
     fallbacks: FallbackSegments,
     fallback_reasons: [AtomicU64; 3],
     order: StreamOrder,
@@ -84,27 +64,15 @@ impl FixedPool {
     pub fn new(backend: Arc<dyn Backend>, config: FixedConfig) -> Result<Self> {
         let reservation = config.validate(backend.capacity())?;
         let base = backend.allocate_segment(reservation)?;
-        let count = config.block_count as usize;
-        let links = BlockLinks::new(count);
-        let stacks: Box<[CachePadded<BlockStack>]> =
-            (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect();
-        for index in (0..count as u32).rev() {
-            stacks[SHARED_SLOT].push(&links, index);
-        }
-        let block_align = 1u64 << base.trailing_zeros().min(config.block_size.trailing_zeros());
+        let slab = Slab::new(base, config.block_size, config.block_count as u32);
         let counters = StatsCounters::default();
         counters.add_reserved(reservation);
         counters.count_call();
         Ok(FixedPool {
-            block_shift: config.block_size.is_power_of_two().then(|| config.block_size.trailing_zeros()),
-            blocks: (0..count).map(|_| BlockSlot::default()).collect(),
             backend,
             config,
-            base,
             reservation,
-            block_align,
-            links,
-            stacks,
+            slab,
             fallbacks: FallbackSegments::default(),
             fallback_reasons: Default::default(),
             order: StreamOrder::default(),
@@ -119,47 +87,7 @@ impl FixedPool {
 
     /// The largest alignment a block has.
     pub fn block_alignment(&self) -> u64 {
-        self.block_align
-    }
-
-    #[inline]
-    fn block_addr(&self, index: u32) -> u64 {
-        self.base + u64::from(index) * self.config.block_size
-    }
-
-    /// The block index of `offset` bytes past the base, and how far into that block it is.
-    #[inline]
-    fn block_of(&self, offset: u64) -> (u64, u64) {
-        match self.block_shift {
-            Some(shift) => (offset >> shift, offset & (self.config.block_size - 1)),
-            None => (offset / self.config.block_size, offset % self.config.block_size),
-        }
-    }
-
-    #[inline]
-    fn pop_block(&self) -> Option<u32> {
-        let (slot, _) = thread_slot::current();
-        if let Some(index) = self.stacks[slot].pop(&self.links) {
-            return Some(index);
-        }
-        self.steal_block(slot)
-    }
-
-    #[cold]
-    fn steal_block(&self, slot: usize) -> Option<u32> {
-        if let Some(index) = self.stacks[SHARED_SLOT].pop(&self.links) {
-            return Some(index);
-        }
-        (1..ALL_SLOTS)
-            .map(|k| (slot + k) % ALL_SLOTS)
-            .filter(|&other| other != SHARED_SLOT && !self.stacks[other].is_empty())
-            .find_map(|other| self.stacks[other].pop(&self.links))
-    }
-
-    #[inline]
-    fn push_block(&self, index: u32) {
-        let (slot, _) = thread_slot::current();
-        self.stacks[slot].push(&self.links, index);
+        self.slab.block_alignment()
     }
 
     #[cold]
@@ -175,16 +103,16 @@ impl FixedPool {
                     Error::BlockTooSmall { requested: request.size, block_size, fitting_block_size: request.span }
                 }
                 FallbackReason::Alignment => {
-                    Error::AlignmentTooLarge { alignment: request.align, max: self.block_align }
+                    Error::AlignmentTooLarge { alignment: request.align, max: self.slab.block_alignment() }
                 }
                 FallbackReason::Exhausted => self.out_of_memory(request.size, self.reservation),
             });
         }
         let segment_align = self.backend.segment_alignment();
-        if request.align > segment_align.max(self.block_align) {
+        if request.align > segment_align.max(self.slab.block_alignment()) {
             return Err(Error::AlignmentTooLarge {
                 alignment: request.align,
-                max: segment_align.max(self.block_align),
+                max: segment_align.max(self.slab.block_alignment()),
             });
         }
         self.counters.count_call();
@@ -238,47 +166,31 @@ impl Pool for FixedPool {
         if request.span > self.config.block_size {
             return self.fallback(request, stream, FallbackReason::Oversize);
         }
-        if request.align > self.block_align {
+        if request.align > self.slab.block_alignment() {
             return self.fallback(request, stream, FallbackReason::Alignment);
         }
         let stream_index = self.order.index_of(stream);
-        let Some(index) = self.pop_block() else {
+        let Some(index) = self.slab.pop() else {
             return self.fallback(request, stream, FallbackReason::Exhausted);
         };
-        let block = &self.blocks[index as usize];
-        let tag = FreeTag::unpack_single(block.free_tag.load(Ordering::Relaxed));
-        if let Err(err) = self.order.order_reuse(&*self.backend, tag, stream_index) {
-            self.push_block(index);
+        if let Err(err) = self.order.order_reuse(&*self.backend, self.slab.free_tag(index), stream_index) {
+            self.slab.push(index);
             return Err(err);
         }
-        block.state.store(LIVE | ((stream_index as u64) << STREAM_SHIFT) | size, Ordering::Relaxed);
+        self.slab.mark_live(index, stream_index, size);
         self.counters.on_allocate(size);
-        Ok(Allocation { addr: self.block_addr(index), size, stream })
+        Ok(Allocation { addr: self.slab.block_addr(index), size, stream })
     }
 
     #[inline]
     fn free(&self, addr: u64) -> Result<()> {
-        let Some(offset) = addr.checked_sub(self.base).filter(|&offset| offset < self.reservation) else {
+        if !self.slab.contains(addr) {
             return self.free_outside(addr);
-        };
-        let (index, within) = self.block_of(offset);
-        if within != 0 {
-            return Err(Error::InteriorAddress { addr, block: addr - within });
         }
-        let block = &self.blocks[index as usize];
-        let state = block.state.load(Ordering::Relaxed);
-        if state & LIVE == 0 {
-            return Err(Error::NotLive { addr });
-        }
-        let stream_index = ((state & !LIVE) >> STREAM_SHIFT) as usize;
-        let tag = self.order.tag_free(&*self.backend, stream_index)?;
-        if block.state.compare_exchange(state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            // Another thread freed it first.
-            return Err(Error::NotLive { addr });
-        }
-        block.free_tag.store(tag.pack_single(), Ordering::Relaxed);
-        self.push_block(index as u32);
-        self.counters.on_free(state & SIZE_MASK);
+        let block = self.slab.live_block(addr)?;
+        let tag = self.order.tag_free(&*self.backend, block.stream_index())?;
+        self.slab.release(block, tag)?;
+        self.counters.on_free(block.size());
         Ok(())
     }
 
@@ -311,23 +223,19 @@ impl Pool for FixedPool {
     fn report(&self) -> PoolReport {
         let mut segments = vec![SegmentReport {
             kind: SegmentKind::Reservation,
-            addr: self.base,
+            addr: self.slab.base(),
             size: self.reservation,
             reserved_bytes: self.reservation,
         }];
         let mut blocks: Vec<BlockReport> = self
-            .blocks
-            .iter()
-            .enumerate()
-            .filter_map(|(index, block)| {
-                let state = block.state.load(Ordering::Relaxed);
-                (state & LIVE != 0).then(|| BlockReport {
-                    addr: self.block_addr(index as u32),
-                    size: state & SIZE_MASK,
-                    block_size: self.config.block_size,
-                    stream: self.order.stream_of(((state & !LIVE) >> STREAM_SHIFT) as usize),
-                    fallback: false,
-                })
+            .slab
+            .live_blocks()
+            .map(|(index, size, stream_index)| BlockReport {
+                addr: self.slab.block_addr(index),
+                size,
+                block_size: self.config.block_size,
+                stream: self.order.stream_of(stream_index),
+                fallback: false,
             })
             .collect();
         self.fallbacks.report(&mut segments, &mut blocks);
@@ -353,6 +261,6 @@ impl Drop for FixedPool {
     fn drop(&mut self) {
         self.order.release_all(&*self.backend);
         self.fallbacks.release_all(&*self.backend);
-        let _ = self.backend.free_segment(self.base, self.reservation);
+        let _ = self.backend.free_segment(self.slab.base(), self.reservation);
     }
 }

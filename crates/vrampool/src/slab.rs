@@ -1,0 +1,221 @@
+//! A slab: a run of equal blocks at one base address, handed out in O(1) without a lock.
+//!
+//! Each thread pops and pushes blocks on a lock-free stack of its own slot (taking from the shared stack,
+//! then from other slots, when its own is empty), so threads rarely touch the same cache line. A block's
+//! index is `(addr - base) / block_size`. Each block has a state word (live bit, stream index, requested
+//! size), so a second free, or an address inside a block, is an error and never touches the stacks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::block_stack::{BlockLinks, BlockStack};
+use crate::error::{Error, Result};
+use crate::stream_order::FreeTag;
+use crate::thread_slot::{self, ALL_SLOTS, SHARED_SLOT};
+
+/// A block's state word: the live bit, the stream index and the requested size.
+const LIVE: u64 = 1 << 63;
+const STREAM_SHIFT: u32 = 56;
+const SIZE_MASK: u64 = (1 << STREAM_SHIFT) - 1;
+
+/// Per block: its state and, while free, the tag of the stream that freed it.
+#[derive(Debug, Default)]
+struct BlockSlot {
+    state: AtomicU64,
+    free_tag: AtomicU64,
+}
+
+/// A block being freed: where it is and what its state word said.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LiveBlock {
+    pub(crate) index: u32,
+    state: u64,
+}
+
+impl LiveBlock {
+    /// The bytes requested for it.
+    pub(crate) fn size(self) -> u64 {
+        self.state & SIZE_MASK
+    }
+
+    /// The index of the stream it was allocated on.
+    pub(crate) fn stream_index(self) -> usize {
+        ((self.state & !LIVE) >> STREAM_SHIFT) as usize
+    }
+}
+
+/// Equal blocks at one base address.
+#[derive(Debug)]
+pub(crate) struct Slab {
+    base: u64,
+    block_size: u64,
+    count: u32,
+    block_shift: Option<u32>,
+    blocks: Box<[BlockSlot]>,
+    links: BlockLinks,
+    stacks: Box<[CachePadded<BlockStack>]>,
+}
+
+impl Slab {
+    /// `count` free blocks of `block_size` bytes from `base`.
+    pub(crate) fn new(base: u64, block_size: u64, count: u32) -> Self {
+        let links = BlockLinks::new(count as usize);
+        let stacks: Box<[CachePadded<BlockStack>]> =
+            (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect();
+        for index in (0..count).rev() {
+            stacks[SHARED_SLOT].push(&links, index);
+        }
+        Slab {
+            base,
+            block_size,
+            count,
+            block_shift: block_size.is_power_of_two().then(|| block_size.trailing_zeros()),
+            blocks: (0..count).map(|_| BlockSlot::default()).collect(),
+            links,
+            stacks,
+        }
+    }
+
+    /// The first address.
+    pub(crate) fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Bytes per block.
+    pub(crate) fn block_size(&self) -> u64 {
+        self.block_size
+    }
+
+    /// Number of blocks.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Bytes spanned.
+    pub(crate) fn len(&self) -> u64 {
+        self.block_size * u64::from(self.count)
+    }
+
+    /// Whether `addr` lies inside the slab.
+    #[inline]
+    pub(crate) fn contains(&self, addr: u64) -> bool {
+        addr.wrapping_sub(self.base) < self.len()
+    }
+
+    /// The largest alignment every block has.
+    pub(crate) fn block_alignment(&self) -> u64 {
+        1u64 << self.base.trailing_zeros().min(self.block_size.trailing_zeros())
+    }
+
+    /// The address of block `index`.
+    #[inline]
+    pub(crate) fn block_addr(&self, index: u32) -> u64 {
+        self.base + u64::from(index) * self.block_size
+    }
+
+    /// Takes a free block, or `None` when every block is live.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<u32> {
+        let (slot, _) = thread_slot::current();
+        if let Some(index) = self.stacks[slot].pop(&self.links) {
+            return Some(index);
+        }
+        self.steal(slot)
+    }
+
+    #[cold]
+    fn steal(&self, slot: usize) -> Option<u32> {
+        if let Some(index) = self.stacks[SHARED_SLOT].pop(&self.links) {
+            return Some(index);
+        }
+        (1..ALL_SLOTS)
+            .map(|k| (slot + k) % ALL_SLOTS)
+            .filter(|&other| other != SHARED_SLOT && !self.stacks[other].is_empty())
+            .find_map(|other| self.stacks[other].pop(&self.links))
+    }
+
+    /// Gives a block back to the calling thread's stack.
+    #[inline]
+    pub(crate) fn push(&self, index: u32) {
+        let (slot, _) = thread_slot::current();
+        self.stacks[slot].push(&self.links, index);
+    }
+
+    /// The tag of the stream that last freed block `index`.
+    #[inline]
+    pub(crate) fn free_tag(&self, index: u32) -> FreeTag {
+        FreeTag::unpack_single(self.blocks[index as usize].free_tag.load(Ordering::Relaxed))
+    }
+
+    /// Marks a popped block live for a request of `size` bytes on the stream with `stream_index`.
+    #[inline]
+    pub(crate) fn mark_live(&self, index: u32, stream_index: usize, size: u64) {
+        let state = LIVE | ((stream_index as u64) << STREAM_SHIFT) | size;
+        self.blocks[index as usize].state.store(state, Ordering::Relaxed);
+    }
+
+    /// The live block that starts at `addr` (inside the slab), or the error a free of `addr` gets.
+    #[inline]
+    pub(crate) fn live_block(&self, addr: u64) -> Result<LiveBlock> {
+        let offset = addr - self.base;
+        let (index, within) = match self.block_shift {
+            Some(shift) => (offset >> shift, offset & (self.block_size - 1)),
+            None => (offset / self.block_size, offset % self.block_size),
+        };
+        if within != 0 {
+            return Err(Error::InteriorAddress { addr, block: addr - within });
+        }
+        let state = self.blocks[index as usize].state.load(Ordering::Relaxed);
+        if state & LIVE == 0 {
+            return Err(Error::NotLive { addr });
+        }
+        Ok(LiveBlock { index: index as u32, state })
+    }
+
+    /// Marks a live block free with `tag` and gives it back; fails if another thread freed it first.
+    #[inline]
+    pub(crate) fn release(&self, block: LiveBlock, tag: FreeTag) -> Result<()> {
+        let slot = &self.blocks[block.index as usize];
+        if slot.state.compare_exchange(block.state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return Err(Error::NotLive { addr: self.block_addr(block.index) });
+        }
+        slot.free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        self.push(block.index);
+        Ok(())
+    }
+
+    /// Every live block: `(index, requested size, stream index)`.
+    pub(crate) fn live_blocks(&self) -> impl Iterator<Item = (u32, u64, usize)> + '_ {
+        self.blocks.iter().enumerate().filter_map(|(index, slot)| {
+            let state = slot.state.load(Ordering::Relaxed);
+            (state & LIVE != 0).then(|| {
+                let block = LiveBlock { index: index as u32, state };
+                (block.index, block.size(), block.stream_index())
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_come_out_once_and_go_back() {
+        let slab = Slab::new(1 << 30, 768, 4);
+        assert_eq!(slab.block_alignment(), 256);
+        let blocks: Vec<u32> = (0..4).map(|_| slab.pop().unwrap()).collect();
+        assert_eq!(blocks, vec![0, 1, 2, 3]);
+        assert!(slab.pop().is_none());
+        slab.mark_live(2, 1, 500);
+        let live = slab.live_block(slab.block_addr(2)).unwrap();
+        assert_eq!((live.size(), live.stream_index()), (500, 1));
+        assert!(matches!(slab.live_block(slab.block_addr(2) + 256), Err(Error::InteriorAddress { .. })));
+        assert!(matches!(slab.live_block(slab.block_addr(1)), Err(Error::NotLive { .. })));
+        slab.release(live, FreeTag::freed(1, 3)).unwrap();
+        assert!(slab.release(live, FreeTag::FRESH).is_err(), "a second release fails");
+        assert_eq!(slab.pop(), Some(2));
+        assert_eq!(slab.free_tag(2), FreeTag::freed(1, 3));
+    }
+}
