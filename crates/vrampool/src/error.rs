@@ -143,6 +143,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// A pool's background worker thread could not be started.
+    #[error("could not start the pool's background worker: {message}")]
+    Worker {
+        /// What the operating system said.
+        message: String,
+    },
+
     /// A host-memory read or write outside mapped memory.
     #[error("host memory access of {len} bytes at {addr:#x} touches memory that is not mapped")]
     HostAccess {

@@ -6,7 +6,8 @@
 //!   counted fallback for requests that do not fit a block;
 //! - [`DynamicPool`]: starts small, grows on demand by a growth factor up to a cap, sub-allocates with an
 //!   O(1) range allocator, and on a device with virtual memory grows in place;
-//! - the hybrid pool (size classes over a dynamic region).
+//! - [`HybridPool`]: a core of size classes (learned during warm-up or given) for the common requests, a
+//!   dynamic region for the rest, and a watermark that grows the region ahead of need.
 //!
 //! Every pool implements [`Pool`] over a [`Backend`]: [`SimDevice`] (no memory, a cost model, fault
 //! injection), [`HostMemory`] (real host bytes for tests), or the CUDA backends of `vrampool-cuda`.
@@ -30,6 +31,7 @@ mod dynamic;
 mod error;
 mod fallback_segments;
 mod fixed;
+mod hybrid;
 mod pool;
 mod range_allocator;
 mod report;
@@ -48,11 +50,12 @@ pub use backend::{
     SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
-pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
+pub use dynamic::{Cap, ChunkDonor, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
 pub use error::{Error, Result};
 pub use fixed::{Fallback, FixedConfig, FixedPool};
+pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses};
 pub use pool::{Allocation, Pool, PoolExt};
-pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
+pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};
 pub use stats::{PoolStats, Stat};
 pub use stream::StreamId;
 pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK, human_bytes};

@@ -17,6 +17,19 @@ pub enum SegmentKind {
     Fallback,
     /// A reserved virtual address range, mapped where used.
     VirtualRange,
+    /// A hybrid pool's slab of one size class (inside the virtual range, or a segment of its own).
+    Slab,
+}
+
+/// One size class of a hybrid pool's core.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeClassReport {
+    /// Bytes per block.
+    pub block_size: u64,
+    /// Blocks in the slab.
+    pub block_count: u64,
+    /// Blocks live now.
+    pub live_blocks: u64,
 }
 
 /// One stretch of memory the pool holds.
@@ -60,6 +73,8 @@ pub struct PoolReport {
     pub segments: Vec<SegmentReport>,
     /// Every live allocation, in address order.
     pub blocks: Vec<BlockReport>,
+    /// The size classes of a hybrid pool's core (empty for other strategies).
+    pub classes: Vec<SizeClassReport>,
 }
 
 impl PoolReport {

@@ -37,6 +37,8 @@ pub struct PoolStats {
     pub ooms: u64,
     /// Times the pool asked the device for more memory.
     pub growths: u64,
+    /// Growths done ahead of need, off the allocation path (the hybrid pool's watermark).
+    pub pre_expansions: u64,
     /// Calls made to the backend's memory functions (allocate, free, reserve, map, unmap, move).
     pub backend_calls: u64,
     /// Physical chunks moved from idle stretches to where memory was needed (virtual memory only).

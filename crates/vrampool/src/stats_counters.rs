@@ -78,6 +78,7 @@ pub(crate) struct RareCounters {
     pub(crate) backend_calls: AtomicU64,
     pub(crate) chunks_moved: AtomicU64,
     pub(crate) trimmed_bytes: AtomicU64,
+    pub(crate) pre_expansions: AtomicU64,
 }
 
 /// Live, peak, reserved and event counters of one pool.

@@ -141,6 +141,20 @@ proptest! {
     }
 
     #[test]
+    fn hybrid_learning_on_virtual_memory(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::HybridLearnedVirtual;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
+
+    #[test]
+    fn hybrid_with_given_classes_on_segments(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::HybridGivenSegments;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
+
+    #[test]
     fn dynamic_on_virtual_memory(ops in proptest::collection::vec(op(), 1..120)) {
         let shape = Shape::DynamicVirtual;
         run(shape, Device::sim(shape.granularity()), &ops);

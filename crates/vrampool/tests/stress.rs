@@ -114,3 +114,13 @@ fn dynamic_pool_on_segments_under_eight_threads() {
 fn dynamic_pool_on_virtual_memory_under_eight_threads() {
     stress(Shape::DynamicVirtual);
 }
+
+#[test]
+fn hybrid_pool_learning_on_virtual_memory_under_eight_threads() {
+    stress(Shape::HybridLearnedVirtual);
+}
+
+#[test]
+fn hybrid_pool_with_given_classes_under_eight_threads() {
+    stress(Shape::HybridGivenSegments);
+}

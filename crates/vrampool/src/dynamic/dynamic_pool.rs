@@ -1,12 +1,13 @@
 //! The dynamically growing pool.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
+use super::chunk_donor::ChunkDonor;
 use super::config::{DynamicConfig, VirtualMemory};
 use super::growth_policy::GrowthPolicy;
 use super::segment_space::SegmentSpace;
@@ -48,6 +49,11 @@ struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
     live: FxHashMap<u64, LiveBlock>,
     space: Space,
+    /// Stretches handed out whole to a hybrid pool's slabs: `(addr, size, node)`; `node` is the range
+    /// allocator's block on virtual memory, `None` for a segment of its own.
+    slabs: Vec<(u64, u64, Option<NodeId>)>,
+    /// Bytes a growth ahead of need is getting from the device right now, outside the lock.
+    pending: u64,
 }
 
 /// The seed's growing pool, done right.
@@ -73,6 +79,7 @@ pub struct DynamicPool {
     state: Mutex<DynamicState>,
     order: StreamOrder,
     counters: StatsCounters,
+    donor: OnceLock<Arc<dyn ChunkDonor>>,
 }
 
 impl DynamicPool {
@@ -129,9 +136,16 @@ impl DynamicPool {
             backend,
             config,
             policy,
-            state: Mutex::new(DynamicState { ranges, live: FxHashMap::default(), space }),
+            state: Mutex::new(DynamicState {
+                ranges,
+                live: FxHashMap::default(),
+                space,
+                slabs: Vec::new(),
+                pending: 0,
+            }),
             order: StreamOrder::default(),
             counters,
+            donor: OnceLock::new(),
         })
     }
 
@@ -163,6 +177,7 @@ impl DynamicPool {
     /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed.
     fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
         if let Some(carved) = state.ranges.allocate(request.span, request.align) {
+            let pending = state.pending;
             return match &mut state.space {
                 Space::Segments(_) => Ok(carved),
                 Space::Virtual(space) => {
@@ -170,7 +185,7 @@ impl DynamicPool {
                     if missing.is_empty() {
                         return Ok(carved);
                     }
-                    match self.back_chunks(space, missing, request.size) {
+                    match self.back_chunks(space, pending, missing, request.size) {
                         Ok(()) => Ok(carved),
                         Err(err) => {
                             space.release_span(carved.offset, carved.size);
@@ -198,7 +213,7 @@ impl DynamicPool {
             request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
         for attempt in 0..2 {
             let Space::Segments(segments) = &mut state.space else { unreachable!("segment growth on a virtual range") };
-            if let Some(grow) = self.policy.growth(segments.total(), need) {
+            if let Some(grow) = self.policy.growth(segments.total() + state.pending, need) {
                 self.counters.count_call();
                 match self.backend.allocate_segment(grow) {
                     Ok(addr) => {
@@ -219,26 +234,46 @@ impl DynamicPool {
         Err(self.out_of_memory(request.size))
     }
 
-    /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks,
-    /// grown by the growth policy ahead of need. Whether the cap allows it is decided before anything
-    /// moves, so an out-of-memory answer leaves the mappings as they were.
-    fn back_chunks(&self, space: &mut VirtualSpace, mut missing: Vec<Range<usize>>, requested: u64) -> Result<()> {
+    /// Backs the chunks of `missing` with physical memory: idle chunks moved first (the pool's own,
+    /// then those a chunk donor gives up), then new chunks, grown by the growth policy ahead of need.
+    /// Whether the cap allows it is decided before anything moves, so an out-of-memory answer leaves the
+    /// mappings as they were. `pending` is memory being added outside the lock, counted against the cap.
+    fn back_chunks(
+        &self,
+        space: &mut VirtualSpace,
+        pending: u64,
+        mut missing: Vec<Range<usize>>,
+        requested: u64,
+    ) -> Result<()> {
         let g = space.granularity();
         let need: usize = missing.iter().map(|run| run.len()).sum();
         let idle = space.idle_chunks();
-        let movable = if self.config.reclaim_idle { need.min(idle) } else { 0 };
-        let short = (need - movable) as u64 * g;
+        let own = if self.config.reclaim_idle { need.min(idle) } else { 0 };
+        let donated = match self.donor.get() {
+            Some(donor) if self.config.reclaim_idle && need > own => donor.claim_idle(need - own),
+            _ => Vec::new(),
+        };
+        let short = (need - own - donated.len()) as u64 * g;
         // Without moving, idle chunks still count against the cap: unmapping them may make room.
+        let reserved = space.mapped_bytes() + pending;
         let mut unmap_first = false;
-        if short > 0 && self.policy.growth(space.mapped_bytes(), short).is_none() {
-            let trimmable = (idle - movable) as u64 * g;
-            if trimmable == 0 || self.policy.growth(space.mapped_bytes() - trimmable, short).is_none() {
+        if short > 0 && self.policy.growth(reserved, short).is_none() {
+            let trimmable = (idle - own) as u64 * g;
+            if trimmable == 0 || self.policy.growth(reserved - trimmable, short).is_none() {
+                if let Some(donor) = self.donor.get() {
+                    donor.unclaim(&donated);
+                }
                 return Err(self.out_of_memory(requested));
             }
             unmap_first = true;
         }
-        if movable > 0 {
-            self.move_idle_chunks(space, &mut missing)?;
+        if own > 0 || !donated.is_empty() {
+            let mut sources = space.idle_runs(own);
+            sources.extend(donated.iter().map(|&addr| {
+                let chunk = ((addr - space.base()) / g) as usize;
+                chunk..chunk + 1
+            }));
+            self.move_chunks(space, sources, &mut missing)?;
         }
         if missing.is_empty() {
             return Ok(());
@@ -246,7 +281,8 @@ impl DynamicPool {
         if unmap_first {
             self.unmap_idle(space)?;
         }
-        let grow = self.policy.growth(space.mapped_bytes(), short).ok_or_else(|| self.out_of_memory(requested))?;
+        let reserved = space.mapped_bytes() + pending;
+        let grow = self.policy.growth(reserved, short).ok_or_else(|| self.out_of_memory(requested))?;
         let extra = ((grow - short) / g) as usize;
         let last = missing.len() - 1;
         for (i, run) in missing.into_iter().enumerate() {
@@ -265,11 +301,15 @@ impl DynamicPool {
         Ok(())
     }
 
-    /// Moves idle chunks, highest first, under the runs of `missing`; leaves in `missing` what is still
-    /// unbacked.
-    fn move_idle_chunks(&self, space: &mut VirtualSpace, missing: &mut Vec<Range<usize>>) -> Result<()> {
-        let need = missing.iter().map(|run| run.len()).sum();
-        let mut sources = space.idle_runs(need).into_iter();
+    /// Moves the mapped chunks of `sources` under the runs of `missing`, in batches of contiguous chunks;
+    /// leaves in `missing` what is still unbacked.
+    fn move_chunks(
+        &self,
+        space: &mut VirtualSpace,
+        sources: Vec<Range<usize>>,
+        missing: &mut Vec<Range<usize>>,
+    ) -> Result<()> {
+        let mut sources = sources.into_iter();
         let Some(mut source) = sources.next() else { return Ok(()) };
         self.order.synchronize(&*self.backend)?;
         let g = space.granularity();
@@ -288,9 +328,8 @@ impl DynamicPool {
                 }
                 let n = target.len().min(source.len());
                 self.counters.count_call();
-                if let Err(err) =
-                    self.backend.remap(space.chunk_addr(source.start), space.chunk_addr(target.start), n as u64 * g)
-                {
+                let (from, to) = (space.chunk_addr(source.start), space.chunk_addr(target.start));
+                if let Err(err) = self.backend.remap(from, to, n as u64 * g) {
                     missing.push(target);
                     missing.extend(targets);
                     return Err(err);
@@ -346,6 +385,171 @@ impl DynamicPool {
         Ok(released)
     }
 
+    /// The virtual-memory granularity, when the pool uses one range.
+    pub(crate) fn granularity(&self) -> Option<u64> {
+        match &self.state.lock().space {
+            Space::Virtual(space) => Some(space.granularity()),
+            Space::Segments(_) => None,
+        }
+    }
+
+    /// Lets `donor` give up its idle chunks when the pool needs memory (once per pool).
+    pub(crate) fn set_chunk_donor(&self, donor: Arc<dyn ChunkDonor>) {
+        let _ = self.donor.set(donor);
+    }
+
+    /// Hands out `bytes` (a multiple of the granularity on virtual memory) as one stretch for a slab,
+    /// backed now: a block of the range on virtual memory, a segment of its own otherwise. It counts
+    /// against the cap but not as an allocation.
+    pub(crate) fn carve_slab(&self, bytes: u64) -> Result<u64> {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        match &mut state.space {
+            Space::Virtual(space) => {
+                let carved =
+                    state.ranges.allocate(bytes, space.granularity()).ok_or_else(|| self.out_of_memory(bytes))?;
+                let missing = space.use_span(carved.offset, carved.size);
+                if !missing.is_empty()
+                    && let Err(err) = self.back_chunks(space, state.pending, missing, bytes)
+                {
+                    space.release_span(carved.offset, carved.size);
+                    state.ranges.free(carved.node, carved.tag);
+                    return Err(err);
+                }
+                state.slabs.push((carved.offset, carved.size, Some(carved.node)));
+                Ok(carved.offset)
+            }
+            Space::Segments(segments) => {
+                if self.policy.growth(segments.total() + state.pending, bytes).is_none() {
+                    return Err(self.out_of_memory(bytes));
+                }
+                self.counters.count_call();
+                let addr = self
+                    .backend
+                    .allocate_segment(bytes)
+                    .map_err(|err| if err.is_out_of_memory() { self.out_of_memory(bytes) } else { err })?;
+                segments.add(addr, bytes);
+                self.counters.add_reserved(bytes);
+                state.slabs.push((addr, bytes, None));
+                Ok(addr)
+            }
+        }
+    }
+
+    /// The error for a slab of `bytes` that could not be carved: out of memory, with the numbers.
+    pub(crate) fn carve_error(&self, bytes: u64) -> Error {
+        self.out_of_memory(bytes)
+    }
+
+    /// Backs again the chunks under `[addr, addr + size)` of a slab that were given up.
+    pub(crate) fn back_span(&self, addr: u64, size: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        let pending = state.pending;
+        let Space::Virtual(space) = &mut state.space else { return Ok(()) };
+        let missing = space.unmapped_runs_in(addr, size);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.back_chunks(space, pending, missing, size)
+    }
+
+    /// Unmaps chunks a donor gave up (for trim); returns the bytes given back.
+    pub(crate) fn unmap_donated(&self, chunks: &[u64]) -> Result<u64> {
+        let mut state = self.state.lock();
+        let Space::Virtual(space) = &mut state.space else { return Ok(0) };
+        if chunks.is_empty() {
+            return Ok(0);
+        }
+        self.order.synchronize(&*self.backend)?;
+        let g = space.granularity();
+        let mut released = 0;
+        for &addr in chunks {
+            let chunk = ((addr - space.base()) / g) as usize;
+            self.counters.count_call();
+            self.backend.unmap(addr, g)?;
+            space.set_mapped(chunk..chunk + 1, false);
+            self.counters.sub_reserved(g);
+            released += g;
+        }
+        self.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
+        Ok(released)
+    }
+
+    /// Grows the pool by one step of its growth policy ahead of need, without holding the pool's lock
+    /// while the device works, so allocations go on meanwhile. Returns the bytes added (0 at the cap).
+    pub fn grow_ahead(&self) -> Result<u64> {
+        let mut state = self.state.lock();
+        let reserved = self.counters.reserved() + state.pending;
+        let unit = self.policy.unit;
+        let step = ((reserved as f64 * (self.policy.factor - 1.0)) as u64).max(unit);
+        let Some(bytes) = self.policy.growth(reserved, step).filter(|&b| b > 0) else { return Ok(0) };
+        let granularity = match &state.space {
+            Space::Virtual(space) => Some(space.granularity()),
+            Space::Segments(_) => None,
+        };
+        match granularity {
+            Some(g) => {
+                let Some(carved) = state.ranges.allocate(bytes, g) else { return Ok(0) };
+                // The stretch is a block while the device maps it, so nothing else lands on it.
+                if let Space::Virtual(space) = &mut state.space {
+                    space.use_span(carved.offset, carved.size);
+                }
+                state.pending += bytes;
+                drop(state);
+                self.counters.count_call();
+                let mapped = self.backend.map(carved.offset, bytes);
+                let mut state = self.state.lock();
+                let state = &mut *state;
+                state.pending -= bytes;
+                if let Space::Virtual(space) = &mut state.space {
+                    if mapped.is_ok() {
+                        let first = ((carved.offset - space.base()) / g) as usize;
+                        space.set_mapped(first..first + (bytes / g) as usize, true);
+                        self.counters.add_reserved(bytes);
+                    }
+                    space.release_span(carved.offset, carved.size);
+                }
+                state.ranges.free(carved.node, carved.tag);
+                mapped?;
+            }
+            None => {
+                state.pending += bytes;
+                drop(state);
+                self.counters.count_call();
+                let segment = self.backend.allocate_segment(bytes);
+                let mut state = self.state.lock();
+                let state = &mut *state;
+                state.pending -= bytes;
+                let addr = segment?;
+                if let Space::Segments(segments) = &mut state.space {
+                    segments.add(addr, bytes);
+                }
+                state.ranges.add_region(addr, bytes);
+                self.counters.add_reserved(bytes);
+            }
+        }
+        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+        self.counters.rare.pre_expansions.fetch_add(1, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// Frees the allocation at `addr`; returns the bytes it had requested.
+    pub(crate) fn free_sized(&self, addr: u64) -> Result<u64> {
+        let mut state = self.state.lock();
+        let Some(&block) = state.live.get(&addr) else {
+            return Err(self.bad_free(&state, addr));
+        };
+        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
+        state.live.remove(&addr);
+        let (offset, span) = state.ranges.span(block.node);
+        state.ranges.free(block.node, tag);
+        if let Space::Virtual(space) = &mut state.space {
+            space.release_span(offset, span);
+        }
+        self.counters.on_free(block.size);
+        Ok(block.size)
+    }
+
     /// The error for a free of an address that starts no live block.
     #[cold]
     fn bad_free(&self, state: &DynamicState, addr: u64) -> Error {
@@ -390,19 +594,7 @@ impl Pool for DynamicPool {
     }
 
     fn free(&self, addr: u64) -> Result<()> {
-        let mut state = self.state.lock();
-        let Some(&block) = state.live.get(&addr) else {
-            return Err(self.bad_free(&state, addr));
-        };
-        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
-        state.live.remove(&addr);
-        let (offset, span) = state.ranges.span(block.node);
-        state.ranges.free(block.node, tag);
-        if let Space::Virtual(space) = &mut state.space {
-            space.release_span(offset, span);
-        }
-        self.counters.on_free(block.size);
-        Ok(())
+        self.free_sized(addr).map(|_| ())
     }
 
     fn stats(&self) -> PoolStats {
@@ -418,6 +610,7 @@ impl Pool for DynamicPool {
             fallback_reasons: Default::default(),
             ooms: rare.ooms.load(Ordering::Relaxed),
             growths: rare.growths.load(Ordering::Relaxed),
+            pre_expansions: rare.pre_expansions.load(Ordering::Relaxed),
             backend_calls: rare.backend_calls.load(Ordering::Relaxed),
             chunks_moved: rare.chunks_moved.load(Ordering::Relaxed),
             trimmed_bytes: rare.trimmed_bytes.load(Ordering::Relaxed),
@@ -438,6 +631,7 @@ impl Pool for DynamicPool {
             }],
             Space::Segments(segments) => segments
                 .iter()
+                .filter(|&(addr, _)| !state.slabs.iter().any(|&(slab, _, _)| slab == addr))
                 .map(|(addr, size)| SegmentReport { kind: SegmentKind::Segment, addr, size, reserved_bytes: size })
                 .collect(),
         };
@@ -460,6 +654,7 @@ impl Pool for DynamicPool {
             stats: self.stats(),
             segments,
             blocks,
+            classes: Vec::new(),
         }
     }
 

@@ -211,6 +211,7 @@ impl Pool for FixedPool {
                 .collect(),
             ooms: rare.ooms.load(Ordering::Relaxed),
             growths: 0,
+            pre_expansions: 0,
             backend_calls: rare.backend_calls.load(Ordering::Relaxed),
             chunks_moved: 0,
             trimmed_bytes: 0,
@@ -247,6 +248,7 @@ impl Pool for FixedPool {
             stats: self.stats(),
             segments,
             blocks,
+            classes: Vec::new(),
         }
     }
 

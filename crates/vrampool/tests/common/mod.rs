@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use vrampool::{
-    Allocation, Backend, Cap, DynamicConfig, DynamicPool, Fallback, FixedConfig, FixedPool, HostMemory,
-    HostMemoryConfig, KIB, MIB, Pool, PoolReport, PoolStats, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
+    Allocation, Backend, Cap, ClassSpec, DynamicConfig, DynamicPool, Fallback, FixedConfig, FixedPool, HostMemory,
+    HostMemoryConfig, HybridConfig, HybridPool, KIB, MIB, Pool, PoolReport, PoolStats, SimDevice, SimDeviceConfig,
+    StreamId, VirtualMemory,
 };
 
 /// The device under a pool, kept so tests can look at it.
@@ -68,6 +69,10 @@ pub enum Shape {
     DynamicSegments,
     /// One virtual range with 64 KiB chunks, 4 MiB initial, capped at 96 MiB.
     DynamicVirtual,
+    /// Hybrid learning its classes from 24 warm-up requests, on a virtual range with 64 KiB chunks.
+    HybridLearnedVirtual,
+    /// Hybrid with given classes (4 KiB, 64 KiB, 1 MiB) on separate segments.
+    HybridGivenSegments,
 }
 
 impl Shape {
@@ -95,13 +100,29 @@ impl Shape {
                 backend,
                 FixedConfig::default().block_size(768 * KIB).block_count(16).fallback(Fallback::Reject),
             )?),
-            Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(DynamicPool::new(
+            Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(DynamicPool::new(backend, self.dynamic())?),
+            Shape::HybridLearnedVirtual => Arc::new(HybridPool::new(
                 backend,
-                DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(96 * MIB)).virtual_memory(
-                    if self == Shape::DynamicVirtual { VirtualMemory::Auto } else { VirtualMemory::Off },
-                ),
+                HybridConfig::default().warmup_requests(24).deterministic(true).dynamic(self.dynamic()),
+            )?),
+            Shape::HybridGivenSegments => Arc::new(HybridPool::new(
+                backend,
+                HybridConfig::default()
+                    .classes(vec![
+                        ClassSpec { block_size: 4 * KIB, block_count: 8 },
+                        ClassSpec { block_size: 64 * KIB, block_count: 4 },
+                        ClassSpec { block_size: MIB, block_count: 4 },
+                    ])
+                    .deterministic(true)
+                    .dynamic(self.dynamic()),
             )?),
         })
+    }
+
+    /// The dynamic pool, or the hybrid's dynamic region: 4 MiB initial, capped at 96 MiB.
+    fn dynamic(self) -> DynamicConfig {
+        let virtual_memory = if self.granularity().is_some() { VirtualMemory::Auto } else { VirtualMemory::Off };
+        DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(96 * MIB)).virtual_memory(virtual_memory)
     }
 }
 

@@ -1,0 +1,188 @@
+//! How a hybrid pool is set up.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dynamic::DynamicConfig;
+use crate::error::{Error, Result};
+use crate::units::MIN_BLOCK;
+
+/// One size class given explicitly: its block size and how many blocks its slab holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassSpec {
+    /// Bytes per block, a positive multiple of 256.
+    pub block_size: u64,
+    /// Blocks in the class's slab, at least 1.
+    pub block_count: u64,
+}
+
+/// How a [`crate::HybridPool`] is set up.
+///
+/// The core's classes are either given ([`HybridConfig::classes`]) or learned: the first
+/// [`HybridConfig::warmup_requests`] requests (or those until [`crate::HybridPool::freeze`]) are served by
+/// the dynamic region while their sizes are counted; then the smallest set of classes that covers
+/// [`HybridConfig::coverage`] of the requests is chosen, each slab sized from the most blocks of its class
+/// seen live at once (times [`HybridConfig::slab_headroom`]).
+///
+/// A request goes to the class with the smallest block that holds it, provided the block is at most
+/// `1 + max_rounding_waste` times the request rounded up to 256 bytes: the rounding waste of the core is
+/// bounded by [`HybridConfig::max_rounding_waste`] (12.5% by default).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HybridConfig {
+    /// Explicit classes; empty (the default) means learn them during warm-up.
+    pub classes: Vec<ClassSpec>,
+    /// Requests observed before the classes are learned. Default: 4096.
+    pub warmup_requests: u64,
+    /// The share of requests the learned classes must cover, in (0, 1]. Default: 0.9.
+    pub coverage: f64,
+    /// The most a block may exceed its request (rounded to 256 bytes), as a fraction. Default: 0.125.
+    pub max_rounding_waste: f64,
+    /// The most classes learned. Default: 64.
+    pub max_classes: usize,
+    /// Slab blocks per block seen live at once during warm-up, at least 1.0. Default: 1.0.
+    pub slab_headroom: f64,
+    /// When the share of core blocks in use passes this, the dynamic region is grown ahead of need, in
+    /// (0, 1]. Default: 0.8.
+    pub watermark: f64,
+    /// Grow ahead of need on the allocating thread instead of a background worker, so that replays repeat
+    /// exactly. Default: false.
+    pub deterministic: bool,
+    /// The dynamic region. Default: [`DynamicConfig::default`].
+    pub dynamic: DynamicConfig,
+}
+
+impl Default for HybridConfig {
+    fn default() -> Self {
+        HybridConfig {
+            classes: Vec::new(),
+            warmup_requests: 4096,
+            coverage: 0.9,
+            max_rounding_waste: 0.125,
+            max_classes: 64,
+            slab_headroom: 1.0,
+            watermark: 0.8,
+            deterministic: false,
+            dynamic: DynamicConfig::default(),
+        }
+    }
+}
+
+impl HybridConfig {
+    /// Sets explicit classes.
+    pub fn classes(mut self, classes: Vec<ClassSpec>) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// Sets the number of warm-up requests.
+    pub fn warmup_requests(mut self, requests: u64) -> Self {
+        self.warmup_requests = requests;
+        self
+    }
+
+    /// Sets the coverage the learned classes must reach.
+    pub fn coverage(mut self, coverage: f64) -> Self {
+        self.coverage = coverage;
+        self
+    }
+
+    /// Sets the bound on rounding waste.
+    pub fn max_rounding_waste(mut self, waste: f64) -> Self {
+        self.max_rounding_waste = waste;
+        self
+    }
+
+    /// Sets the watermark.
+    pub fn watermark(mut self, watermark: f64) -> Self {
+        self.watermark = watermark;
+        self
+    }
+
+    /// Sets the slab headroom.
+    pub fn slab_headroom(mut self, headroom: f64) -> Self {
+        self.slab_headroom = headroom;
+        self
+    }
+
+    /// Sets whether background work runs on the allocating thread.
+    pub fn deterministic(mut self, deterministic: bool) -> Self {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// Sets the dynamic region's configuration.
+    pub fn dynamic(mut self, dynamic: DynamicConfig) -> Self {
+        self.dynamic = dynamic;
+        self
+    }
+
+    /// Checks the values that are the hybrid's own (the dynamic region checks its own).
+    pub fn validate(&self) -> Result<()> {
+        let fraction = |field: &'static str, value: f64| {
+            if value > 0.0 && value <= 1.0 {
+                Ok(())
+            } else {
+                Err(Error::invalid_config(field, value, "must be in (0, 1]"))
+            }
+        };
+        fraction("coverage", self.coverage)?;
+        fraction("watermark", self.watermark)?;
+        if !(0.0..=1.0).contains(&self.max_rounding_waste) {
+            return Err(Error::invalid_config("max_rounding_waste", self.max_rounding_waste, "must be in [0, 1]"));
+        }
+        if !(self.slab_headroom >= 1.0 && self.slab_headroom.is_finite()) {
+            return Err(Error::invalid_config("slab_headroom", self.slab_headroom, "must be at least 1.0"));
+        }
+        if self.max_classes == 0 {
+            return Err(Error::invalid_config("max_classes", 0, "must be at least 1"));
+        }
+        let mut sizes: Vec<u64> = self.classes.iter().map(|c| c.block_size).collect();
+        for class in &self.classes {
+            if class.block_size == 0 || class.block_size % MIN_BLOCK != 0 {
+                return Err(Error::invalid_config(
+                    "classes",
+                    class.block_size,
+                    "block sizes must be positive multiples of 256",
+                ));
+            }
+            if class.block_count == 0 || class.block_count > u64::from(u32::MAX - 1) {
+                return Err(Error::invalid_config(
+                    "classes",
+                    class.block_count,
+                    "block counts must be 1 to 4294967294",
+                ));
+            }
+        }
+        sizes.sort_unstable();
+        if let Some(pair) = sizes.windows(2).find(|p| p[0] == p[1]) {
+            return Err(Error::invalid_config("classes", pair[0], "two classes have the same block size"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_values_are_named() {
+        HybridConfig::default().validate().unwrap();
+        for (config, field) in [
+            (HybridConfig::default().coverage(0.0), "coverage"),
+            (HybridConfig::default().watermark(1.5), "watermark"),
+            (HybridConfig::default().max_rounding_waste(-0.1), "max_rounding_waste"),
+            (HybridConfig::default().slab_headroom(0.5), "slab_headroom"),
+            (HybridConfig::default().classes(vec![ClassSpec { block_size: 300, block_count: 1 }]), "classes"),
+            (
+                HybridConfig::default().classes(vec![
+                    ClassSpec { block_size: 512, block_count: 1 },
+                    ClassSpec { block_size: 512, block_count: 2 },
+                ]),
+                "classes",
+            ),
+        ] {
+            let err = config.validate().unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig { field: f, .. } if f == field), "{err}");
+        }
+    }
+}

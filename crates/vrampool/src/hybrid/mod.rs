@@ -1,0 +1,13 @@
+//! The hybrid pool: a core of size classes over a dynamic region, with a watermark.
+
+mod class_learner;
+mod config;
+mod core;
+mod hybrid_pool;
+mod size_class;
+mod slab_chunks;
+mod watermark;
+
+pub use class_learner::LearnedClasses;
+pub use config::{ClassSpec, HybridConfig};
+pub use hybrid_pool::HybridPool;

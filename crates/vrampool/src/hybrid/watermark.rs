@@ -1,0 +1,138 @@
+//! The watermark: when the core's share of blocks in use passes it, the dynamic region is grown ahead of
+//! need by a background worker, once per crossing, never on the allocation path.
+//!
+//! Each thread slot counts the core blocks it took and gave back; every [`CHECK_INTERVAL`] core
+//! operations a slot sums all slots and compares the share in use with the watermark. Passing it while
+//! armed disarms it and sends one request to the worker; falling back below re-arms it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use crate::dynamic::DynamicPool;
+use crate::thread_slot::{self, ALL_SLOTS};
+
+/// Core operations per slot between two checks of the watermark.
+pub(crate) const CHECK_INTERVAL: u32 = 8;
+
+/// One slot's count of core blocks it took minus those it gave back, and its countdown to the next check.
+#[derive(Debug, Default)]
+struct SlotUse {
+    live: AtomicI64,
+    countdown: AtomicU32,
+}
+
+/// Grows the dynamic region ahead of need on a thread of its own, until dropped.
+#[derive(Debug)]
+struct Worker {
+    requests: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing the channel ends the worker's loop once it has finished what it was doing.
+        self.requests.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The watermark over the core's blocks.
+#[derive(Debug)]
+pub(crate) struct Watermark {
+    threshold: f64,
+    armed: AtomicBool,
+    crossings: AtomicU64,
+    slots: Box<[CachePadded<SlotUse>]>,
+    dynamic: Arc<DynamicPool>,
+    worker: Mutex<Option<Worker>>,
+}
+
+impl Watermark {
+    /// A watermark at `threshold` that grows `dynamic`; on a worker thread unless `inline`.
+    pub(crate) fn new(threshold: f64, dynamic: Arc<DynamicPool>, inline: bool) -> std::io::Result<Self> {
+        let worker = if inline {
+            None
+        } else {
+            let (requests, received) = mpsc::channel::<()>();
+            let region = dynamic.clone();
+            let thread = std::thread::Builder::new().name("vrampool-watermark".into()).spawn(move || {
+                for () in received {
+                    // A failed pre-expansion is not an error of any allocation: the region grows on demand.
+                    let _ = region.grow_ahead();
+                }
+            })?;
+            Some(Worker { requests: Some(requests), thread: Some(thread) })
+        };
+        Ok(Watermark {
+            threshold,
+            armed: AtomicBool::new(true),
+            crossings: AtomicU64::new(0),
+            slots: (0..ALL_SLOTS).map(|_| CachePadded::new(SlotUse::default())).collect(),
+            dynamic,
+            worker: Mutex::new(worker),
+        })
+    }
+
+    /// Times the watermark was passed while armed.
+    pub(crate) fn crossings(&self) -> u64 {
+        self.crossings.load(Ordering::Relaxed)
+    }
+
+    /// Counts a core block taken (`+1`) or given back (`-1`); checks the watermark when due.
+    #[inline]
+    pub(crate) fn count(&self, delta: i64, total_blocks: u64) {
+        let (slot, exclusive) = thread_slot::current();
+        let slot_use = &self.slots[slot];
+        if exclusive {
+            slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+            let countdown = slot_use.countdown.load(Ordering::Relaxed);
+            if countdown > 0 {
+                slot_use.countdown.store(countdown - 1, Ordering::Relaxed);
+                return;
+            }
+            slot_use.countdown.store(CHECK_INTERVAL - 1, Ordering::Relaxed);
+        } else {
+            slot_use.live.fetch_add(delta, Ordering::Relaxed);
+        }
+        self.check(total_blocks);
+    }
+
+    #[cold]
+    fn check(&self, total_blocks: u64) {
+        let live: i64 = self.slots.iter().map(|s| s.live.load(Ordering::Relaxed)).sum();
+        let share = live.max(0) as f64 / total_blocks.max(1) as f64;
+        if share > self.threshold {
+            if self.armed.swap(false, Ordering::AcqRel) {
+                self.crossings.fetch_add(1, Ordering::Relaxed);
+                self.expand();
+            }
+        } else if !self.armed.load(Ordering::Relaxed) {
+            self.armed.store(true, Ordering::Release);
+        }
+    }
+
+    fn expand(&self) {
+        let worker = self.worker.lock();
+        match worker.as_ref().and_then(|w| w.requests.as_ref()) {
+            Some(requests) => {
+                let _ = requests.send(());
+            }
+            None => {
+                drop(worker);
+                let _ = self.dynamic.grow_ahead();
+            }
+        }
+    }
+
+    /// Stops the worker, waiting for what it is doing (when the pool is dropped).
+    pub(crate) fn stop(&self) {
+        self.worker.lock().take();
+    }
+}

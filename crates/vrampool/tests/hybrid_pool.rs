@@ -1,0 +1,274 @@
+//! The hybrid pool's behaviours: routing, learned classes, the watermark, memory shared with the region.
+
+mod common;
+
+use std::sync::{Arc, Condvar, Mutex};
+
+use vrampool::{
+    Backend, Cap, ClassSpec, DeviceAddr, DynamicConfig, EventId, HostMemory, HostMemoryConfig, HybridConfig,
+    HybridPool, KIB, MIB, Pool, PoolExt, SimDevice, StreamId, VirtualMemory,
+};
+
+fn region(virtual_memory: VirtualMemory) -> DynamicConfig {
+    DynamicConfig::default().initial_size(4 * MIB).cap(Cap::Bytes(512 * MIB)).virtual_memory(virtual_memory)
+}
+
+fn given(classes: &[(u64, u64)]) -> HybridConfig {
+    HybridConfig::default()
+        .classes(classes.iter().map(|&(block_size, block_count)| ClassSpec { block_size, block_count }).collect())
+        .deterministic(true)
+        .dynamic(region(VirtualMemory::Off))
+}
+
+#[test]
+fn defaults_are_documented() {
+    let c = HybridConfig::default();
+    assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (4096, 0.9, 0.125, 0.8));
+    assert!(c.classes.is_empty());
+    assert!(!c.deterministic);
+}
+
+#[test]
+fn given_classes_serve_their_requests_and_the_rest_goes_to_the_region() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(4 * KIB, 2), (MIB, 1)])).unwrap();
+    let a = pool.alloc(4000).unwrap();
+    let b = pool.alloc(3700).unwrap();
+    let c = pool.alloc(MIB - 1000).unwrap();
+    assert_eq!(pool.stats().fallbacks, 0, "all three in the core");
+    let full = pool.alloc(4096).unwrap(); // the 4 KiB slab is full
+    let waste = pool.alloc(2 * KIB).unwrap(); // a 4 KiB block would waste half of it
+    let huge = pool.alloc(3 * MIB).unwrap(); // no class
+    let stats = pool.stats();
+    assert_eq!(stats.fallbacks, 3);
+    assert_eq!(stats.fallback_reasons.get("class-full"), Some(&1));
+    assert_eq!(stats.fallback_reasons.get("no-class"), Some(&2));
+    assert_eq!(stats.allocated_bytes.current, 4000 + 3700 + MIB - 1000 + 4096 + 2 * KIB + 3 * MIB);
+    let report = pool.report();
+    assert_eq!(report.classes.len(), 2);
+    assert_eq!(report.classes[0].live_blocks, 2);
+    assert_eq!(report.blocks.iter().filter(|b| b.fallback).count(), 3);
+    for x in [a, b, c, full, waste, huge] {
+        pool.free(x.addr).unwrap();
+    }
+    let stats = pool.stats();
+    assert_eq!((stats.allocated_bytes.current, stats.active_allocations), (0, 0));
+    // A freed core block comes back at once.
+    let again = pool.alloc(4000).unwrap();
+    assert!(again.addr == a.addr || again.addr == b.addr);
+}
+
+#[test]
+fn classes_are_learned_at_the_end_of_warm_up() {
+    let config = HybridConfig::default().warmup_requests(100).deterministic(true).dynamic(region(VirtualMemory::Auto));
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+    // Warm-up: 70 requests of 8 KiB (10 live at most), 25 of 1 MiB (all live), 5 odd sizes.
+    let mut held = Vec::new();
+    for i in 0..70 {
+        let a = pool.alloc(8 * KIB).unwrap();
+        if i % 10 == 9 {
+            held.push(a);
+        } else {
+            pool.free(a.addr).unwrap();
+        }
+    }
+    for _ in 0..25 {
+        held.push(pool.alloc(MIB).unwrap());
+    }
+    assert!(pool.learned_classes().is_none());
+    for i in 0..5u64 {
+        held.push(pool.alloc(100_000 * (i + 1) * 3).unwrap());
+    }
+    let learned = pool.learned_classes().expect("learned at the 100th request").clone();
+    let sizes: Vec<u64> = learned.classes.iter().map(|c| c.block_size).collect();
+    assert_eq!(sizes, vec![8 * KIB, MIB]);
+    assert!((learned.coverage - 0.95).abs() < 1e-9);
+    assert_eq!(learned.classes[1].block_count, 25);
+    assert_eq!(pool.stats().fallback_reasons.get("warm-up"), Some(&100));
+    // After warm-up the classed sizes go to the core.
+    let fallbacks = pool.stats().fallbacks;
+    let x = pool.alloc(8 * KIB).unwrap();
+    let y = pool.alloc(MIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, fallbacks);
+    assert_eq!(pool.freeze(), learned, "freezing again changes nothing");
+    for a in held.into_iter().chain([x, y]) {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(pool.stats().allocated_bytes.current, 0);
+}
+
+#[test]
+fn freeze_ends_warm_up_early() {
+    let config = HybridConfig::default().deterministic(true).dynamic(region(VirtualMemory::Off));
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+    for _ in 0..10 {
+        let a = pool.alloc(64 * KIB).unwrap();
+        pool.free(a.addr).unwrap();
+    }
+    let learned = pool.freeze();
+    assert_eq!(learned.classes, vec![ClassSpec { block_size: 64 * KIB, block_count: 1 }]);
+    let before = pool.stats().fallbacks;
+    let a = pool.alloc(60 * KIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, before, "served by the learned class");
+    pool.free(a.addr).unwrap();
+}
+
+#[test]
+fn the_watermark_triggers_once_per_crossing() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(64 * KIB, 100)])).unwrap();
+    let reserved = pool.stats().reserved_bytes.current;
+    let mut held: Vec<_> = (0..79).map(|_| pool.alloc(64 * KIB).unwrap()).collect();
+    assert_eq!(pool.watermark_crossings(), 0, "79% is below the watermark");
+    held.extend((0..21).map(|_| pool.alloc(64 * KIB).unwrap()));
+    assert_eq!(pool.watermark_crossings(), 1);
+    let stats = pool.stats();
+    assert_eq!(stats.pre_expansions, 1);
+    assert!(stats.reserved_bytes.current > reserved, "the region grew ahead of need");
+    // Back below, then past again: a second crossing.
+    for a in held.drain(40..) {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(pool.watermark_crossings(), 1);
+    held.extend((0..50).map(|_| pool.alloc(64 * KIB).unwrap()));
+    assert_eq!(pool.watermark_crossings(), 2);
+    assert_eq!(pool.stats().pre_expansions, 2);
+    for a in held {
+        pool.free(a.addr).unwrap();
+    }
+}
+
+/// A device whose memory calls wait at a gate while the gate is shut.
+#[derive(Debug)]
+struct GatedDevice {
+    inner: SimDevice,
+    gate: Mutex<(bool, u64)>,
+    opened: Condvar,
+}
+
+impl GatedDevice {
+    fn wait(&self) {
+        let mut gate = self.gate.lock().unwrap();
+        if gate.0 {
+            gate.1 += 1;
+            self.opened.notify_all();
+            while gate.0 {
+                gate = self.opened.wait(gate).unwrap();
+            }
+        }
+    }
+
+    fn set_shut(&self, shut: bool) {
+        self.gate.lock().unwrap().0 = shut;
+        self.opened.notify_all();
+    }
+
+    fn wait_for_a_waiter(&self) {
+        let mut gate = self.gate.lock().unwrap();
+        while gate.1 == 0 {
+            gate = self.opened.wait(gate).unwrap();
+        }
+    }
+}
+
+impl Backend for GatedDevice {
+    fn name(&self) -> String {
+        "gated".into()
+    }
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+    fn allocate_segment(&self, size: u64) -> vrampool::Result<DeviceAddr> {
+        self.wait();
+        self.inner.allocate_segment(size)
+    }
+    fn free_segment(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        self.inner.free_segment(addr, size)
+    }
+    fn record_event(&self, stream: StreamId) -> vrampool::Result<EventId> {
+        self.inner.record_event(stream)
+    }
+    fn event_complete(&self, event: EventId) -> vrampool::Result<bool> {
+        self.inner.event_complete(event)
+    }
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> vrampool::Result<()> {
+        self.inner.stream_wait_event(stream, event)
+    }
+    fn release_event(&self, event: EventId) {
+        self.inner.release_event(event)
+    }
+    fn synchronize(&self) -> vrampool::Result<()> {
+        self.inner.synchronize()
+    }
+}
+
+#[test]
+fn the_watermark_never_blocks_an_allocation() {
+    let device =
+        Arc::new(GatedDevice { inner: SimDevice::default(), gate: Mutex::new((false, 0)), opened: Condvar::new() });
+    let config = given(&[(64 * KIB, 10)]).deterministic(false);
+    let pool = HybridPool::new(device.clone(), config).unwrap();
+    device.set_shut(true);
+    // Nine of ten blocks: past the watermark; the worker's growth now waits at the gate.
+    let mut held: Vec<_> = (0..9).map(|_| pool.alloc(64 * KIB).unwrap()).collect();
+    device.wait_for_a_waiter();
+    assert_eq!(pool.watermark_crossings(), 1);
+    // Allocations go on while the worker is stuck: the last core block, then the region's memory.
+    held.push(pool.alloc(64 * KIB).unwrap());
+    held.push(pool.alloc(64 * KIB).unwrap());
+    held.push(pool.alloc(MIB).unwrap());
+    assert_eq!(pool.stats().pre_expansions, 0, "the worker has not finished");
+    device.set_shut(false);
+    while pool.stats().pre_expansions == 0 {
+        std::thread::yield_now();
+    }
+    for a in held {
+        pool.free(a.addr).unwrap();
+    }
+    // Dropping the pool stops the worker (the test would hang otherwise).
+    drop(pool);
+}
+
+#[test]
+fn idle_slab_chunks_are_lent_to_the_region_and_taken_back() {
+    let g = 64 * KIB;
+    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(Some(g))));
+    let config = HybridConfig::default()
+        .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
+        .watermark(1.0)
+        .deterministic(true)
+        .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(64 * MIB)));
+    let pool = HybridPool::new(host.clone(), config).unwrap();
+    // The slab: 64 blocks of 32 KiB = 32 chunks, mapped when the core was made.
+    assert_eq!(pool.stats().reserved_bytes.current, 32 * g);
+    let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        host.fill(b.addr, b.size, i as u64).unwrap();
+    }
+    for b in &blocks[..32] {
+        pool.free(b.addr).unwrap();
+    }
+    // 16 chunks of the slab now hold no live block: a region allocation of 16 chunks takes them.
+    let big = pool.alloc(16 * g).unwrap();
+    host.fill(big.addr, big.size, 0xB1).unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.chunks_moved, 16, "{stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 32 * g, "no new memory");
+    for (i, b) in blocks.iter().enumerate().skip(32) {
+        host.check(b.addr, b.size, i as u64).unwrap();
+    }
+    // The class's blocks are backed again when next used.
+    let again: Vec<_> = (0..32).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    for a in &again {
+        host.fill(a.addr, a.size, 7).unwrap();
+    }
+    host.check(big.addr, big.size, 0xB1).unwrap();
+    assert_eq!(pool.stats().reserved_bytes.current, 48 * g);
+    for a in again.iter().chain(&blocks[32..]).chain([&big]) {
+        pool.free(a.addr).unwrap();
+    }
+    // Trim gives back every idle chunk, the slab's included.
+    assert_eq!(pool.trim().unwrap(), 48 * g);
+    assert_eq!(host.used_bytes(), 0);
+    let a = pool.alloc(32 * KIB).unwrap();
+    host.fill(a.addr, a.size, 1).unwrap();
+    pool.free(a.addr).unwrap();
+}
