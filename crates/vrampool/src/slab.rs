@@ -12,7 +12,7 @@ use crossbeam_utils::CachePadded;
 use crate::block_stack::{BlockLinks, BlockStack};
 use crate::error::{Error, Result};
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{self, ALL_SLOTS, SHARED_SLOT};
+use crate::thread_slot::{ALL_SLOTS, SHARED_SLOT, ThreadSlot};
 
 /// A block's state word: the live bit, the stream index and the requested size.
 const LIVE: u64 = 1 << 63;
@@ -114,14 +114,13 @@ impl Slab {
         self.base + u64::from(index) * self.block_size
     }
 
-    /// Takes a free block, or `None` when every block is live.
+    /// Takes a free block for the thread in `slot`, or `None` when every block is live.
     #[inline]
-    pub(crate) fn pop(&self) -> Option<u32> {
-        let (slot, _) = thread_slot::current();
-        if let Some(index) = self.stacks[slot].pop(&self.links) {
+    pub(crate) fn pop(&self, slot: ThreadSlot) -> Option<u32> {
+        if let Some(index) = self.stacks[slot.index].pop(&self.links) {
             return Some(index);
         }
-        self.steal(slot)
+        self.steal(slot.index)
     }
 
     #[cold]
@@ -135,11 +134,10 @@ impl Slab {
             .find_map(|other| self.stacks[other].pop(&self.links))
     }
 
-    /// Gives a block back to the calling thread's stack.
+    /// Gives a block back to the stack of the thread in `slot`.
     #[inline]
-    pub(crate) fn push(&self, index: u32) {
-        let (slot, _) = thread_slot::current();
-        self.stacks[slot].push(&self.links, index);
+    pub(crate) fn push(&self, slot: ThreadSlot, index: u32) {
+        self.stacks[slot.index].push(&self.links, index);
     }
 
     /// The tag of the stream that last freed block `index`.
@@ -175,13 +173,13 @@ impl Slab {
 
     /// Marks a live block free with `tag` and gives it back; fails if another thread freed it first.
     #[inline]
-    pub(crate) fn release(&self, block: LiveBlock, tag: FreeTag) -> Result<()> {
-        let slot = &self.blocks[block.index as usize];
-        if slot.state.compare_exchange(block.state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    pub(crate) fn release(&self, slot: ThreadSlot, block: LiveBlock, tag: FreeTag) -> Result<()> {
+        let block_slot = &self.blocks[block.index as usize];
+        if block_slot.state.compare_exchange(block.state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return Err(Error::NotLive { addr: self.block_addr(block.index) });
         }
-        slot.free_tag.store(tag.pack_single(), Ordering::Relaxed);
-        self.push(block.index);
+        block_slot.free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        self.push(slot, block.index);
         Ok(())
     }
 
@@ -204,18 +202,19 @@ mod tests {
     #[test]
     fn blocks_come_out_once_and_go_back() {
         let slab = Slab::new(1 << 30, 768, 4);
+        let slot = crate::thread_slot::current();
         assert_eq!(slab.block_alignment(), 256);
-        let blocks: Vec<u32> = (0..4).map(|_| slab.pop().unwrap()).collect();
+        let blocks: Vec<u32> = (0..4).map(|_| slab.pop(slot).unwrap()).collect();
         assert_eq!(blocks, vec![0, 1, 2, 3]);
-        assert!(slab.pop().is_none());
+        assert!(slab.pop(slot).is_none());
         slab.mark_live(2, 1, 500);
         let live = slab.live_block(slab.block_addr(2)).unwrap();
         assert_eq!((live.size(), live.stream_index()), (500, 1));
         assert!(matches!(slab.live_block(slab.block_addr(2) + 256), Err(Error::InteriorAddress { .. })));
         assert!(matches!(slab.live_block(slab.block_addr(1)), Err(Error::NotLive { .. })));
-        slab.release(live, FreeTag::freed(1, 3)).unwrap();
-        assert!(slab.release(live, FreeTag::FRESH).is_err(), "a second release fails");
-        assert_eq!(slab.pop(), Some(2));
+        slab.release(slot, live, FreeTag::freed(1, 3)).unwrap();
+        assert!(slab.release(slot, live, FreeTag::FRESH).is_err(), "a second release fails");
+        assert_eq!(slab.pop(slot), Some(2));
         assert_eq!(slab.free_tag(2), FreeTag::freed(1, 3));
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::thread_slot::{self, ALL_SLOTS};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 
 /// Operations between refreshes of a slot's snapshot of the other slots.
 pub(crate) const PEAK_REFRESH: u32 = 256;
@@ -117,10 +117,10 @@ pub(crate) struct CounterReading {
 }
 
 impl StatsCounters {
-    /// Counts an allocation of `bytes` requested bytes by the calling thread.
+    /// Counts an allocation of `bytes` requested bytes by the thread in `slot`.
     #[inline]
-    pub(crate) fn on_allocate(&self, bytes: u64) {
-        let (slot, exclusive) = thread_slot::current();
+    pub(crate) fn on_allocate(&self, slot: ThreadSlot, bytes: u64) {
+        let ThreadSlot { index: slot, exclusive } = slot;
         let counters = &self.slots[slot];
         let mine = add_i64(&counters.allocated, bytes as i64, exclusive);
         add_u64(&counters.allocations, 1, exclusive);
@@ -131,10 +131,10 @@ impl StatsCounters {
         }
     }
 
-    /// Counts a free of an allocation of `bytes` requested bytes by the calling thread.
+    /// Counts a free of an allocation of `bytes` requested bytes by the thread in `slot`.
     #[inline]
-    pub(crate) fn on_free(&self, bytes: u64) {
-        let (slot, exclusive) = thread_slot::current();
+    pub(crate) fn on_free(&self, slot: ThreadSlot, bytes: u64) {
+        let ThreadSlot { index: slot, exclusive } = slot;
         let counters = &self.slots[slot];
         add_i64(&counters.allocated, -(bytes as i64), exclusive);
         add_u64(&counters.frees, 1, exclusive);
@@ -165,10 +165,14 @@ impl StatsCounters {
     fn note_turn(&self, slot: usize, counters: &SlotCounters) -> bool {
         let turn = self.turn.load(Ordering::Relaxed);
         let ops = counters.ops_since_turn.load(Ordering::Relaxed).saturating_add(1);
-        counters.ops_since_turn.store(ops, Ordering::Relaxed);
         if turn & 0xff == slot as u64 {
+            // The turn is this slot's: only count operations while they can matter.
+            if ops < PEAK_REFRESH {
+                counters.ops_since_turn.store(ops, Ordering::Relaxed);
+            }
             return false;
         }
+        counters.ops_since_turn.store(ops, Ordering::Relaxed);
         let moved = turn != counters.seen_turn.load(Ordering::Relaxed);
         let mut seen = turn;
         if ops >= PEAK_REFRESH {
@@ -235,13 +239,21 @@ impl StatsCounters {
 mod tests {
     use super::*;
 
+    fn on_allocate(c: &StatsCounters, bytes: u64) {
+        c.on_allocate(crate::thread_slot::current(), bytes);
+    }
+
+    fn on_free(c: &StatsCounters, bytes: u64) {
+        c.on_free(crate::thread_slot::current(), bytes);
+    }
+
     #[test]
     fn one_thread_is_exact() {
         let c = StatsCounters::default();
-        c.on_allocate(100);
-        c.on_allocate(50);
-        c.on_free(100);
-        c.on_allocate(10);
+        on_allocate(&c, 100);
+        on_allocate(&c, 50);
+        on_free(&c, 100);
+        on_allocate(&c, 10);
         let r = c.read();
         assert_eq!((r.allocated, r.allocated_peak, r.allocations, r.frees), (60, 150, 3, 1));
     }
@@ -249,10 +261,10 @@ mod tests {
     #[test]
     fn frees_on_another_thread_keep_the_sum() {
         let c = std::sync::Arc::new(StatsCounters::default());
-        c.on_allocate(1000);
+        on_allocate(&c, 1000);
         let other = c.clone();
-        std::thread::spawn(move || other.on_free(1000)).join().unwrap();
-        c.on_allocate(10);
+        std::thread::spawn(move || on_free(&other, 1000)).join().unwrap();
+        on_allocate(&c, 10);
         assert_eq!(c.read().allocated, 10);
         assert_eq!(c.read().allocated_peak, 1000);
     }
@@ -261,24 +273,24 @@ mod tests {
     fn threads_taking_turns_are_exact() {
         let c = std::sync::Arc::new(StatsCounters::default());
         for _ in 0..300 {
-            c.on_allocate(1);
+            on_allocate(&c, 1);
         }
         let other = c.clone();
         std::thread::spawn(move || {
             for _ in 0..300 {
-                other.on_allocate(2);
+                on_allocate(&other, 2);
             }
             for _ in 0..300 {
-                other.on_free(2);
+                on_free(&other, 2);
             }
         })
         .join()
         .unwrap();
         assert_eq!(c.read().allocated_peak, 900);
         for _ in 0..300 {
-            c.on_free(1);
+            on_free(&c, 1);
         }
-        c.on_allocate(5);
+        on_allocate(&c, 5);
         assert_eq!(c.read().allocated, 5);
         assert_eq!(c.read().allocated_peak, 900);
     }

@@ -50,10 +50,22 @@ thread_local! {
     static HELD: HeldSlot = HeldSlot { index: Cell::new(HeldSlot::take()) };
 }
 
-/// The calling thread's slot and whether it holds it alone.
+/// A thread's slot, found once per pool operation and passed to everything the operation touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ThreadSlot {
+    /// The slot's index, below [`ALL_SLOTS`].
+    pub(crate) index: usize,
+    /// Whether the calling thread holds the slot alone (its counters need no atomic read-modify-write).
+    pub(crate) exclusive: bool,
+}
+
+/// The calling thread's slot.
 #[inline]
-pub(crate) fn current() -> (usize, bool) {
-    HELD.try_with(|held| held.index.get()).ok().flatten().map_or((SHARED_SLOT, false), |index| (index, true))
+pub(crate) fn current() -> ThreadSlot {
+    match HELD.try_with(|held| held.index.get()).ok().flatten() {
+        Some(index) => ThreadSlot { index, exclusive: true },
+        None => ThreadSlot { index: SHARED_SLOT, exclusive: false },
+    }
 }
 
 #[cfg(test)]
@@ -62,9 +74,9 @@ mod tests {
 
     #[test]
     fn threads_hold_distinct_slots_and_give_them_back() {
-        let (mine, exclusive) = current();
+        let ThreadSlot { index: mine, exclusive } = current();
         assert!(exclusive);
-        assert_eq!(current(), (mine, true), "a thread keeps its slot");
+        assert_eq!(current(), ThreadSlot { index: mine, exclusive: true }, "a thread keeps its slot");
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
         let others: Vec<_> = (0..4)
             .map(|_| {
@@ -72,7 +84,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let slot = current();
                     barrier.wait();
-                    slot
+                    (slot.index, slot.exclusive)
                 })
             })
             .collect::<Vec<_>>()

@@ -22,6 +22,7 @@ use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
+use crate::thread_slot;
 use crate::units::{MIB, MIN_BLOCK, round_up_to};
 
 /// Segments are sized in multiples of this when the device has no virtual memory (what `cuMemAlloc`
@@ -398,10 +399,11 @@ impl DynamicPool {
         let _ = self.donor.set(donor);
     }
 
-    /// Hands out `bytes` (a multiple of the granularity on virtual memory) as one stretch for a slab,
-    /// backed now: a block of the range on virtual memory, a segment of its own otherwise. It counts
-    /// against the cap but not as an allocation.
-    pub(crate) fn carve_slab(&self, bytes: u64) -> Result<u64> {
+    /// Hands out `bytes` (a multiple of the granularity on virtual memory) as one stretch for a slab: a
+    /// block of the range on virtual memory, backed now only if `back` (otherwise its owner backs each part
+    /// with [`DynamicPool::back_span`] when first used); a segment of its own otherwise. It counts against
+    /// the cap but not as an allocation.
+    pub(crate) fn carve_slab(&self, bytes: u64, back: bool) -> Result<u64> {
         let mut state = self.state.lock();
         let state = &mut *state;
         match &mut state.space {
@@ -409,7 +411,8 @@ impl DynamicPool {
                 let carved =
                     state.ranges.allocate(bytes, space.granularity()).ok_or_else(|| self.out_of_memory(bytes))?;
                 let missing = space.use_span(carved.offset, carved.size);
-                if !missing.is_empty()
+                if back
+                    && !missing.is_empty()
                     && let Err(err) = self.back_chunks(space, state.pending, missing, bytes)
                 {
                     space.release_span(carved.offset, carved.size);
@@ -546,7 +549,7 @@ impl DynamicPool {
         if let Space::Virtual(space) = &mut state.space {
             space.release_span(offset, span);
         }
-        self.counters.on_free(block.size);
+        self.counters.on_free(thread_slot::current(), block.size);
         Ok(block.size)
     }
 
@@ -589,7 +592,7 @@ impl Pool for DynamicPool {
             return Err(err);
         }
         state.live.insert(carved.offset, LiveBlock { node: carved.node, size, stream_index: stream_index as u8 });
-        self.counters.on_allocate(size);
+        self.counters.on_allocate(thread_slot::current(), size);
         Ok(Allocation { addr: carved.offset, size, stream })
     }
 

@@ -67,13 +67,15 @@ impl VirtualSpace {
     /// Counts a live block on `[addr, addr + size)`; returns the runs of its chunks that are not mapped.
     pub(crate) fn use_span(&mut self, addr: u64, size: u64) -> Vec<Range<usize>> {
         let chunks = self.chunks(addr, size);
+        let mut all_mapped = true;
         for index in chunks.clone() {
             self.live[index] += 1;
             if self.live[index] == 1 {
                 self.idle.remove(index);
             }
+            all_mapped &= self.mapped.contains(index);
         }
-        self.mapped.gaps_in(chunks)
+        if all_mapped { Vec::new() } else { self.mapped.gaps_in(chunks) }
     }
 
     /// The runs of unmapped chunks under `[addr, addr + size)`.

@@ -15,6 +15,7 @@ use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::StreamOrder;
+use crate::thread_slot;
 
 /// Why a request went to the fallback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +125,7 @@ impl FixedPool {
         self.counters.add_reserved(request.span);
         self.counters.rare.fallbacks.fetch_add(1, Ordering::Relaxed);
         self.fallback_reasons[reason as usize].fetch_add(1, Ordering::Relaxed);
-        self.counters.on_allocate(request.size);
+        self.counters.on_allocate(thread_slot::current(), request.size);
         Ok(Allocation { addr, size: request.size, stream })
     }
 
@@ -139,7 +140,7 @@ impl FixedPool {
             Some(Ok(freed)) => {
                 self.counters.count_call();
                 self.counters.sub_reserved(freed.span);
-                self.counters.on_free(freed.size);
+                self.counters.on_free(thread_slot::current(), freed.size);
                 Ok(())
             }
             Some(Err(err)) => Err(err),
@@ -170,15 +171,16 @@ impl Pool for FixedPool {
             return self.fallback(request, stream, FallbackReason::Alignment);
         }
         let stream_index = self.order.index_of(stream);
-        let Some(index) = self.slab.pop() else {
+        let slot = thread_slot::current();
+        let Some(index) = self.slab.pop(slot) else {
             return self.fallback(request, stream, FallbackReason::Exhausted);
         };
         if let Err(err) = self.order.order_reuse(&*self.backend, self.slab.free_tag(index), stream_index) {
-            self.slab.push(index);
+            self.slab.push(slot, index);
             return Err(err);
         }
         self.slab.mark_live(index, stream_index, size);
-        self.counters.on_allocate(size);
+        self.counters.on_allocate(slot, size);
         Ok(Allocation { addr: self.slab.block_addr(index), size, stream })
     }
 
@@ -189,8 +191,9 @@ impl Pool for FixedPool {
         }
         let block = self.slab.live_block(addr)?;
         let tag = self.order.tag_free(&*self.backend, block.stream_index())?;
-        self.slab.release(block, tag)?;
-        self.counters.on_free(block.size());
+        let slot = thread_slot::current();
+        self.slab.release(slot, block, tag)?;
+        self.counters.on_free(slot, block.size());
         Ok(())
     }
 

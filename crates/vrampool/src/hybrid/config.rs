@@ -36,9 +36,12 @@ pub struct HybridConfig {
     pub coverage: f64,
     /// The most a block may exceed its request (rounded to 256 bytes), as a fraction. Default: 0.125.
     pub max_rounding_waste: f64,
-    /// The most classes learned. Default: 64.
+    /// The most classes learned. Default: 128 (enough to cover 90% of sizes spread evenly, on a log scale,
+    /// over 256 B to 8 MiB at the default waste bound).
     pub max_classes: usize,
-    /// Slab blocks per block seen live at once during warm-up, at least 1.0. Default: 1.0.
+    /// Slab blocks per block seen live at once during warm-up, at least 1.0. Default: 2.0. On virtual
+    /// memory the unused part of a slab costs address space only; on separate segments each slab is held
+    /// whole, and 1.0 suits.
     pub slab_headroom: f64,
     /// When the share of core blocks in use passes this, the dynamic region is grown ahead of need, in
     /// (0, 1]. Default: 0.8.
@@ -57,8 +60,8 @@ impl Default for HybridConfig {
             warmup_requests: 4096,
             coverage: 0.9,
             max_rounding_waste: 0.125,
-            max_classes: 64,
-            slab_headroom: 1.0,
+            max_classes: 128,
+            slab_headroom: 2.0,
             watermark: 0.8,
             deterministic: false,
             dynamic: DynamicConfig::default(),

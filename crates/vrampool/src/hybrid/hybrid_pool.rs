@@ -22,6 +22,7 @@ use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::StreamOrder;
+use crate::thread_slot;
 use crate::units::round_up_to;
 
 /// Why a request went to the dynamic region.
@@ -53,10 +54,11 @@ impl Route {
 /// machinery), serves the common requests; a [`DynamicPool`] serves the rest: sizes no class serves, and
 /// overflow from a full class. The classes are given or learned during warm-up ([`HybridConfig`]).
 ///
-/// On a device with virtual memory the slabs are carved from the dynamic region's own address range, and
-/// a slab chunk that holds no live block can be lent to the dynamic region when it needs memory (and is
-/// backed again when a block of it is next used): idle blocks of one class do not hold memory another
-/// class or the dynamic region needs.
+/// On a device with virtual memory the slabs are carved from the dynamic region's own address range and
+/// take physical memory only where their blocks are used; a slab chunk that holds no live block can be
+/// lent to the dynamic region when it needs memory (and is backed again when a block of it is next used):
+/// idle blocks of one class do not hold memory another class or the dynamic region needs. On a device
+/// without virtual memory each slab is a segment of its own, held whole.
 ///
 /// When the share of core blocks in use passes [`HybridConfig::watermark`], a background worker grows the
 /// dynamic region by one step ahead of need, once per crossing; an allocation never waits for it.
@@ -165,10 +167,11 @@ impl HybridPool {
                 Some(g) => round_up_to(bytes, g).unwrap_or(u64::MAX),
                 None => bytes,
             };
-            let Ok(base) = self.dynamic.carve_slab(len) else { break };
+            // On virtual memory a slab is only address space until its blocks are used.
+            let Ok(base) = self.dynamic.carve_slab(len, false) else { break };
             built.push(SizeClass {
                 slab: Slab::new(base, spec.block_size, spec.block_count as u32),
-                chunks: granularity.map(|g| SlabChunks::new(base, len, g)),
+                chunks: granularity.map(|g| SlabChunks::new(base, len, g, false)),
             });
         }
         let specs = built
@@ -192,14 +195,15 @@ impl HybridPool {
         request: Request,
         stream: StreamId,
     ) -> Result<Option<Allocation>> {
-        let Some(index) = class.slab.pop() else { return Ok(None) };
+        let slot = thread_slot::current();
+        let Some(index) = class.slab.pop(slot) else { return Ok(None) };
         let addr = class.slab.block_addr(index);
         let block_size = class.block_size();
         let undo = || {
             if let Some(chunks) = &class.chunks {
                 chunks.release(addr, block_size);
             }
-            class.slab.push(index);
+            class.slab.push(slot, index);
         };
         if let Some(chunks) = &class.chunks
             && chunks.acquire(addr, block_size)
@@ -218,8 +222,8 @@ impl HybridPool {
             return Err(err);
         }
         class.slab.mark_live(index, stream_index, request.size);
-        self.watermark.count(1, core.total_blocks());
-        self.counters.on_allocate(request.size);
+        self.watermark.count(slot, 1, core.total_blocks());
+        self.counters.on_allocate(slot, request.size);
         Ok(Some(Allocation { addr, size: request.size, stream }))
     }
 
@@ -233,7 +237,7 @@ impl HybridPool {
     ) -> Result<Allocation> {
         let allocation = self.dynamic.allocate(request.size, alignment, stream)?;
         self.routes[route as usize].fetch_add(1, Ordering::Relaxed);
-        self.counters.on_allocate(request.size);
+        self.counters.on_allocate(thread_slot::current(), request.size);
         if route == Route::WarmUp {
             let mut learner = self.learner.lock();
             let seen = learner.as_mut().map(|l| l.allocated(allocation.addr, request.span));
@@ -249,12 +253,13 @@ impl HybridPool {
     fn free_in(&self, core: &Core, class: &SizeClass, addr: u64) -> Result<()> {
         let block = class.slab.live_block(addr)?;
         let tag = self.order.tag_free(&**self.dynamic.backend(), block.stream_index())?;
-        class.slab.release(block, tag)?;
+        let slot = thread_slot::current();
+        class.slab.release(slot, block, tag)?;
         if let Some(chunks) = &class.chunks {
             chunks.release(addr, class.block_size());
         }
-        self.watermark.count(-1, core.total_blocks());
-        self.counters.on_free(block.size());
+        self.watermark.count(slot, -1, core.total_blocks());
+        self.counters.on_free(slot, block.size());
         Ok(())
     }
 }
@@ -298,7 +303,7 @@ impl Pool for HybridPool {
         {
             learner.freed(addr);
         }
-        self.counters.on_free(size);
+        self.counters.on_free(thread_slot::current(), size);
         Ok(())
     }
 

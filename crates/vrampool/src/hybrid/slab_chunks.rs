@@ -23,10 +23,16 @@ pub(crate) struct SlabChunks {
 }
 
 impl SlabChunks {
-    /// Counters for a slab of `len` bytes at `base` (a multiple of `granularity`), all chunks backed.
-    pub(crate) fn new(base: u64, len: u64, granularity: u64) -> Self {
+    /// Counters for a slab of `len` bytes at `base` (a multiple of `granularity`), every chunk backed or
+    /// none (then each is backed when a block in it is first used).
+    pub(crate) fn new(base: u64, len: u64, granularity: u64, backed: bool) -> Self {
         let chunks = len.div_ceil(granularity) as usize;
-        SlabChunks { base, granularity, counters: (0..chunks).map(|_| CachePadded::new(AtomicU32::new(0))).collect() }
+        let initial = if backed { 0 } else { GIVEN_UP };
+        SlabChunks {
+            base,
+            granularity,
+            counters: (0..chunks).map(|_| CachePadded::new(AtomicU32::new(initial))).collect(),
+        }
     }
 
     fn chunks(&self, addr: u64, size: u64) -> std::ops::RangeInclusive<usize> {
@@ -98,7 +104,8 @@ mod tests {
     #[test]
     fn only_idle_chunks_are_claimed_and_claimed_chunks_are_backed_again() {
         let g = 1 << 20;
-        let chunks = SlabChunks::new(1 << 30, 4 * g, g);
+        let chunks = SlabChunks::new(1 << 30, 4 * g, g, true);
+        assert_eq!(SlabChunks::new(1 << 30, 4 * g, g, false).backed_bytes(), 0);
         // A block over chunks 1 and 2.
         assert!(!chunks.acquire((1 << 30) + g + 100, g));
         let mut claimed = Vec::new();

@@ -14,7 +14,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::dynamic::DynamicPool;
-use crate::thread_slot::{self, ALL_SLOTS};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 
 /// Core operations per slot between two checks of the watermark.
 pub(crate) const CHECK_INTERVAL: u32 = 8;
@@ -85,12 +85,12 @@ impl Watermark {
         self.crossings.load(Ordering::Relaxed)
     }
 
-    /// Counts a core block taken (`+1`) or given back (`-1`); checks the watermark when due.
+    /// Counts a core block taken (`+1`) or given back (`-1`) by the thread in `slot`; checks the watermark
+    /// when due.
     #[inline]
-    pub(crate) fn count(&self, delta: i64, total_blocks: u64) {
-        let (slot, exclusive) = thread_slot::current();
-        let slot_use = &self.slots[slot];
-        if exclusive {
+    pub(crate) fn count(&self, slot: ThreadSlot, delta: i64, total_blocks: u64) {
+        let slot_use = &self.slots[slot.index];
+        if slot.exclusive {
             slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
             let countdown = slot_use.countdown.load(Ordering::Relaxed);
             if countdown > 0 {
