@@ -94,6 +94,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A config string with an unknown key or a bad value.
+    #[error("bad config string at `{key}`: {reason}")]
+    BadConfigString {
+        /// The key (or the item, where it has no `=`).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A device call failed.
     #[error("{call} failed: {message}")]
     Backend {
