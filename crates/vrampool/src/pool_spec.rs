@@ -26,7 +26,8 @@ use crate::pool::Pool;
 use crate::units::{GIB, KIB, MIB};
 
 /// Which strategy a [`PoolSpec`] makes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// [`FixedPool`].
     Fixed,

@@ -1,0 +1,122 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// vrampool: a GPU memory pool. Replay real allocation traces through its strategies on a simulated H200,
+/// compare them with PyTorch's allocator, and find the strategy and configuration a workload needs.
+#[derive(Debug, Parser)]
+#[command(name = "vrampool", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// A table per trace: each strategy at its best configuration, beside PyTorch's recorded figures.
+    Compare(CompareArgs),
+    /// One strategy on one trace.
+    Replay(ReplayArgs),
+    /// Sweep each strategy's parameters on a trace and recommend one, with its config string.
+    Advise(AdviseArgs),
+    /// One self-contained HTML report: memory over time, request sizes, the comparison, the advice.
+    Report(ReportArgs),
+    /// Time the three strategies on the CPU (pairs and churn), beside offset-allocator.
+    Bench(BenchArgs),
+    /// List the GPUs the CUDA driver sees.
+    Devices,
+}
+
+/// How traces are read and replayed.
+#[derive(Debug, Args, Clone)]
+pub struct TraceOptions {
+    /// The device whose events to replay, for snapshots of several devices.
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Skip bad events instead of failing, and say how many were skipped.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The simulated device's memory, in bytes or with a unit (141GB by default, an H200).
+    #[arg(long, value_parser = parse_size)]
+    pub capacity: Option<u64>,
+}
+
+/// `vrampool compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Traces to compare (PyTorch snapshots, RMM logs, vrampool CSV); the bundled traces when none.
+    pub traces: Vec<PathBuf>,
+    /// Print a JSON array of rows instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// How traces are read.
+    #[command(flatten)]
+    pub options: TraceOptions,
+}
+
+/// `vrampool replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace.
+    pub trace: PathBuf,
+    /// The strategy: fixed, dynamic or hybrid.
+    #[arg(long)]
+    pub strategy: String,
+    /// The rest of the config string, `key=value,...` (as in VRAMPOOL_CONF).
+    #[arg(long, default_value = "")]
+    pub config: String,
+    /// Write the pool's own event log (vrampool CSV) to this file.
+    #[arg(long)]
+    pub events_out: Option<PathBuf>,
+    /// Print the run as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// How the trace is read.
+    #[command(flatten)]
+    pub options: TraceOptions,
+}
+
+/// `vrampool advise`.
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// The trace.
+    pub trace: PathBuf,
+    /// Print the advice as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How the trace is read.
+    #[command(flatten)]
+    pub options: TraceOptions,
+}
+
+/// `vrampool report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Traces to report on; the bundled traces when none.
+    pub traces: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    pub output: PathBuf,
+    /// How traces are read.
+    #[command(flatten)]
+    pub options: TraceOptions,
+}
+
+/// `vrampool bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Print a JSON array of `{strategy, pattern, ns_per_op}` instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// About how long to run, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    vrampool::parse_bytes(text).ok_or_else(|| format!("`{text}` is not a byte count (like 141GB or 80GiB)"))
+}

@@ -1,0 +1,76 @@
+//! `vrampool advise`: sweep each strategy on a trace and recommend one.
+
+use serde::Serialize;
+use vrampool_replay::{ComparisonRow, Objective, ReplayPlan};
+
+use super::compare::advise_with_progress;
+use super::replay_options;
+use crate::cli::AdviseArgs;
+use crate::error::Result;
+use crate::table::{Table, mib, or_dash};
+use crate::trace_input::read;
+
+/// The advice as JSON.
+#[derive(Debug, Serialize)]
+struct AdviceOutput {
+    trace: String,
+    recommended: String,
+    config: String,
+    reason: String,
+    objective: Objective,
+    strategies: Vec<ComparisonRow>,
+    pytorch: ComparisonRow,
+}
+
+/// Runs the sweep and prints the recommendation.
+pub fn run(args: &AdviseArgs) -> Result<()> {
+    let trace = read(&args.trace, &args.options)?;
+    let plan = ReplayPlan::from_trace(&trace);
+    let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
+    let pytorch = ComparisonRow::pytorch(&trace);
+    let best = advice.recommended_result();
+    if args.json {
+        let output = AdviceOutput {
+            trace: trace.name.clone(),
+            recommended: advice.recommended.name().into(),
+            config: advice.config.clone(),
+            reason: advice.reason.clone(),
+            objective: advice.objective,
+            strategies: advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect(),
+            pytorch,
+        };
+        println!("{}", serde_json::to_string_pretty(&output).expect("plain data"));
+        return Ok(());
+    }
+    let mut table = Table::new(&["strategy", "tried", "peak reserved", "utilization", "driver ms", "best config"]);
+    for s in &advice.strategies {
+        table.row(vec![
+            s.best.strategy.name().into(),
+            s.tried.to_string(),
+            mib(s.best.peak_reserved_bytes),
+            format!("{:.3}", s.best.utilization),
+            format!("{:.1}", s.best.driver_time_us / 1000.0),
+            s.best.config.clone(),
+        ]);
+    }
+    println!("{} ({} events)", trace.name, trace.events.len());
+    println!("{}", table.render());
+    println!();
+    println!("recommended: {}", advice.recommended.name());
+    println!("config:      {}", advice.config);
+    println!(
+        "predicted:   peak reserved {} (PyTorch recorded {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
+        mib(best.peak_reserved_bytes),
+        mib(pytorch.peak_reserved_bytes),
+        best.utilization,
+        or_dash(pytorch.utilization.map(|u| format!("{u:.3}"))),
+        best.driver_time_us / 1000.0,
+        or_dash(pytorch.driver_time_us.map(|us| format!("{:.1}", us / 1000.0))),
+    );
+    println!("why:         {}.", advice.reason);
+    println!(
+        "(ranked by utilization among configurations within {:.1} ms of driver time, 1% of the trace's duration)",
+        advice.objective.driver_budget_us / 1000.0
+    );
+    Ok(())
+}

@@ -1,0 +1,25 @@
+//! `vrampool devices`: the GPUs the CUDA driver sees.
+
+use crate::error::{Error, Result};
+use crate::table::{Table, mib};
+
+/// Lists each GPU, or says clearly why none can be listed.
+pub fn run() -> Result<()> {
+    let devices = vrampool_cuda::devices().map_err(|err| Error::Device(err.to_string()))?;
+    if devices.is_empty() {
+        println!("the CUDA driver sees no GPU");
+        return Ok(());
+    }
+    let mut table = Table::new(&["ordinal", "name", "memory", "vm granularity", "memory pools"]);
+    for d in devices {
+        table.row(vec![
+            d.ordinal.to_string(),
+            d.name.clone(),
+            mib(d.total_memory),
+            d.granularity.map_or_else(|| "none".into(), vrampool::format_bytes),
+            if d.memory_pools_supported { "yes".into() } else { "no".into() },
+        ]);
+    }
+    println!("{}", table.render());
+    Ok(())
+}

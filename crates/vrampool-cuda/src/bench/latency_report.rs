@@ -1,0 +1,176 @@
+//! The latency bench's results: a markdown table for people and JSON for tools.
+
+use serde::{Deserialize, Serialize};
+
+use super::pattern::Pattern;
+use crate::error::CudaError;
+
+/// One (method, pattern) cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyCell {
+    /// The method's name.
+    pub method: String,
+    /// The pattern's name.
+    pub pattern: String,
+    /// The pattern.
+    pub pattern_spec: Pattern,
+    /// Median nanoseconds per operation over the rounds (an operation is an allocate+free pair, or one
+    /// churn step: a free and an allocation).
+    pub median_ns: Option<f64>,
+    /// The 10th percentile of the rounds.
+    pub p10_ns: Option<f64>,
+    /// The 90th percentile of the rounds.
+    pub p90_ns: Option<f64>,
+    /// Rounds timed.
+    pub rounds: usize,
+    /// Operations per round.
+    pub ops_per_round: usize,
+    /// Why the cell has no figure.
+    pub error: Option<String>,
+}
+
+/// The value at quantile `q` of sorted `values` (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
+    Some(sorted[rank])
+}
+
+impl LatencyCell {
+    /// A cell from per-round figures (nanoseconds per operation) and operations per round, or an error.
+    pub(crate) fn new(method: &str, pattern: &Pattern, outcome: Result<(Vec<f64>, usize), CudaError>) -> Self {
+        let mut cell = LatencyCell {
+            method: method.to_string(),
+            pattern: pattern.name(),
+            pattern_spec: pattern.clone(),
+            median_ns: None,
+            p10_ns: None,
+            p90_ns: None,
+            rounds: 0,
+            ops_per_round: 0,
+            error: None,
+        };
+        match outcome {
+            Ok((mut per_op, ops_per_round)) => {
+                per_op.sort_by(f64::total_cmp);
+                cell.median_ns = quantile(&per_op, 0.5);
+                cell.p10_ns = quantile(&per_op, 0.1);
+                cell.p90_ns = quantile(&per_op, 0.9);
+                cell.rounds = per_op.len();
+                cell.ops_per_round = ops_per_round;
+            }
+            Err(err) => cell.error = Some(err.to_string()),
+        }
+        cell
+    }
+}
+
+/// Everything one bench run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyReport {
+    /// The device's name.
+    pub device: String,
+    /// The device ordinal.
+    pub ordinal: usize,
+    /// Device memory in bytes.
+    pub total_memory: u64,
+    /// The virtual-memory granularity, where the device has virtual memory.
+    pub granularity: Option<u64>,
+    /// Measuring time per cell, in milliseconds.
+    pub budget_per_cell_ms: u64,
+    /// The methods, in row order.
+    pub methods: Vec<String>,
+    /// The patterns, in column order.
+    pub patterns: Vec<String>,
+    /// Every cell, row by row.
+    pub cells: Vec<LatencyCell>,
+}
+
+/// Nanoseconds for people: `712 ns`, `86.4 µs`, `1.20 ms`.
+fn human_ns(ns: f64) -> String {
+    if ns < 10_000.0 {
+        format!("{ns:.0} ns")
+    } else if ns < 1_000_000.0 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{:.2} ms", ns / 1e6)
+    }
+}
+
+impl LatencyReport {
+    /// The cell of a method and a pattern.
+    pub fn cell(&self, method: &str, pattern: &str) -> Option<&LatencyCell> {
+        self.cells.iter().find(|c| c.method == method && c.pattern == pattern)
+    }
+
+    /// A markdown table: one row per method, one column per pattern, the median per operation in each
+    /// cell; failed cells say why below the table.
+    pub fn to_markdown(&self) -> String {
+        let mut out = format!(
+            "Allocation latency on {} (device {}, {} bytes{}), median per operation, {} ms measured per cell\n\n",
+            self.device,
+            self.ordinal,
+            self.total_memory,
+            self.granularity.map(|g| format!(", granularity {g}")).unwrap_or_default(),
+            self.budget_per_cell_ms,
+        );
+        out.push_str("| method |");
+        for pattern in &self.patterns {
+            out.push_str(&format!(" {pattern} |"));
+        }
+        out.push_str("\n| --- |");
+        out.push_str(&" ---: |".repeat(self.patterns.len()));
+        out.push('\n');
+        let mut failures = Vec::new();
+        for method in &self.methods {
+            out.push_str(&format!("| {method} |"));
+            for pattern in &self.patterns {
+                let text = match self.cell(method, pattern) {
+                    Some(LatencyCell { median_ns: Some(ns), .. }) => human_ns(*ns),
+                    Some(LatencyCell { error: Some(err), .. }) => {
+                        failures.push(format!("- {method}, {pattern}: {err}"));
+                        "failed".into()
+                    }
+                    _ => "-".into(),
+                };
+                out.push_str(&format!(" {text} |"));
+            }
+            out.push('\n');
+        }
+        if !failures.is_empty() {
+            out.push('\n');
+            out.push_str(&failures.join("\n"));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_take_the_median_of_rounds() {
+        let pattern = Pattern::Pair { size: 4096 };
+        let cell = LatencyCell::new("m", &pattern, Ok((vec![5.0, 1.0, 3.0, 100.0, 2.0], 10)));
+        assert_eq!((cell.median_ns, cell.p10_ns, cell.p90_ns), (Some(3.0), Some(1.0), Some(100.0)));
+        assert_eq!((cell.rounds, cell.ops_per_round), (5, 10));
+        let failed = LatencyCell::new("m", &pattern, Err(CudaError::NoDevice { ordinal: 1, count: 1 }));
+        assert!(failed.median_ns.is_none() && failed.error.unwrap().contains("no CUDA device 1"));
+    }
+
+    #[test]
+    fn nanoseconds_read_well() {
+        assert_eq!(human_ns(712.4), "712 ns");
+        assert_eq!(human_ns(86_400.0), "86.4 µs");
+        assert_eq!(human_ns(1_200_000.0), "1.20 ms");
+    }
+}

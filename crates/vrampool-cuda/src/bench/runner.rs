@@ -1,0 +1,247 @@
+//! Running the latency bench: every method on every pattern, timed in rounds.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::bench_device::BenchDevice;
+use super::latency_report::{LatencyCell, LatencyReport};
+use super::method::{Allocator, Method};
+use super::pattern::{Pattern, default_patterns};
+use crate::error::CudaError;
+
+/// How the bench runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchConfig {
+    /// The patterns, in column order. Default: [`default_patterns`].
+    pub patterns: Vec<Pattern>,
+    /// Time spent measuring one (method, pattern) cell, warm-up excluded. Default: 1 s (4 patterns and 8
+    /// methods take about 35 s in all).
+    pub budget_per_cell: Duration,
+    /// The length a timed round aims at: rounds of fast operations batch many, so the clock's cost
+    /// vanishes. Default: 2 ms.
+    pub round_target: Duration,
+    /// Rounds measured at least, even past the budget. Default: 5.
+    pub min_rounds: usize,
+    /// Rounds measured at most. Default: 1000.
+    pub max_rounds: usize,
+    /// Operations run before timing, after a churn pattern's blocks are allocated. Default: 200.
+    pub warmup_ops: usize,
+    /// The seed of the churn pattern's sizes and choices. Default: 42.
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            patterns: default_patterns(),
+            budget_per_cell: Duration::from_secs(1),
+            round_target: Duration::from_millis(2),
+            min_rounds: 5,
+            max_rounds: 1000,
+            warmup_ops: 200,
+            seed: 42,
+        }
+    }
+}
+
+/// Nanoseconds per operation of each timed round, and the operations per round.
+struct Samples {
+    per_op_ns: Vec<f64>,
+    ops_per_round: usize,
+}
+
+/// Runs every method on every pattern of `config` on `device`, one cell after another, and reports the
+/// median nanoseconds per operation. A cell that fails (a method the device lacks, a request refused)
+/// is reported with its error; the others still run.
+pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> LatencyReport {
+    let mut cells = Vec::new();
+    for method in methods {
+        for pattern in &config.patterns {
+            let outcome = method.make(device, pattern).and_then(|mut allocator| {
+                let samples = measure(&mut *allocator, pattern, config);
+                drop(allocator);
+                samples
+            });
+            cells.push(LatencyCell::new(&method.name, pattern, outcome.map(|s| (s.per_op_ns, s.ops_per_round))));
+        }
+    }
+    LatencyReport {
+        device: device.name().to_string(),
+        ordinal: device.ordinal(),
+        total_memory: device.total_memory(),
+        granularity: device.granularity(),
+        budget_per_cell_ms: config.budget_per_cell.as_millis() as u64,
+        methods: methods.iter().map(|m| m.name.clone()).collect(),
+        patterns: config.patterns.iter().map(Pattern::name).collect(),
+        cells,
+    }
+}
+
+/// Times one pattern on one allocator; frees everything it allocated, whatever happens.
+fn measure(allocator: &mut dyn Allocator, pattern: &Pattern, config: &BenchConfig) -> Result<Samples, CudaError> {
+    let mut live = Vec::new();
+    let outcome = match *pattern {
+        Pattern::Pair { size } => measure_pairs(allocator, size, config),
+        Pattern::Churn { live: count, min_size, max_size } => {
+            measure_churn(allocator, &mut live, count, min_size, max_size, config)
+        }
+    };
+    for addr in live {
+        let _ = allocator.free(addr);
+    }
+    outcome
+}
+
+/// Rounds of `ops` operations each, timed, until the budget is spent.
+fn timed_rounds(config: &BenchConfig, mut op: impl FnMut() -> Result<(), CudaError>) -> Result<Samples, CudaError> {
+    // Estimate the cost of one operation, then batch so a round takes about `round_target`.
+    let probe = 8;
+    let start = Instant::now();
+    for _ in 0..probe {
+        op()?;
+    }
+    let estimate = start.elapsed().as_secs_f64() / probe as f64;
+    let ops_per_round = (config.round_target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, 100_000.0) as usize;
+    let mut per_op_ns = Vec::new();
+    let budget = Instant::now();
+    while per_op_ns.len() < config.max_rounds
+        && (per_op_ns.len() < config.min_rounds || budget.elapsed() < config.budget_per_cell)
+    {
+        let start = Instant::now();
+        for _ in 0..ops_per_round {
+            op()?;
+        }
+        per_op_ns.push(start.elapsed().as_nanos() as f64 / ops_per_round as f64);
+    }
+    Ok(Samples { per_op_ns, ops_per_round })
+}
+
+fn measure_pairs(allocator: &mut dyn Allocator, size: u64, config: &BenchConfig) -> Result<Samples, CudaError> {
+    let mut pair = || {
+        let addr = allocator.allocate(size)?;
+        allocator.free(addr)
+    };
+    for _ in 0..config.warmup_ops {
+        pair()?;
+    }
+    timed_rounds(config, pair)
+}
+
+/// Draws of the churn pattern, made before timing so that the random numbers cost nothing in the rounds.
+const CHURN_DRAWS: usize = 1 << 16;
+
+fn measure_churn(
+    allocator: &mut dyn Allocator,
+    live: &mut Vec<u64>,
+    count: usize,
+    min_size: u64,
+    max_size: u64,
+    config: &BenchConfig,
+) -> Result<Samples, CudaError> {
+    let mut rng = SmallRng::seed_from_u64(config.seed);
+    let sizes: Vec<u64> = (0..CHURN_DRAWS).map(|_| Pattern::log_uniform(&mut rng, min_size, max_size)).collect();
+    let victims: Vec<usize> = (0..CHURN_DRAWS).map(|_| rng.random_range(0..count.max(1))).collect();
+    for i in 0..count {
+        live.push(allocator.allocate(sizes[i % CHURN_DRAWS])?);
+    }
+    if live.is_empty() {
+        return Ok(Samples { per_op_ns: Vec::new(), ops_per_round: 0 });
+    }
+    let mut step = 0usize;
+    let mut churn = || {
+        let (size, victim) = (sizes[step % CHURN_DRAWS], victims[step % CHURN_DRAWS]);
+        step += 1;
+        allocator.free(live[victim])?;
+        // The block is gone: if the allocation fails, nothing is left to free at `victim`.
+        match allocator.allocate(size) {
+            Ok(addr) => {
+                live[victim] = addr;
+                Ok(())
+            }
+            Err(err) => {
+                live.swap_remove(victim);
+                Err(err)
+            }
+        }
+    };
+    for _ in 0..config.warmup_ops {
+        churn()?;
+    }
+    timed_rounds(config, churn)
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool::{KIB, MIB};
+
+    use super::*;
+    use crate::bench::method::default_methods;
+    use crate::fake_driver::FakeDriver;
+
+    fn quick() -> BenchConfig {
+        BenchConfig {
+            patterns: vec![
+                Pattern::Pair { size: 4 * KIB },
+                Pattern::Pair { size: 3 * MIB },
+                Pattern::Churn { live: 40, min_size: 256, max_size: MIB },
+            ],
+            budget_per_cell: Duration::from_millis(5),
+            round_target: Duration::from_micros(200),
+            min_rounds: 3,
+            max_rounds: 50,
+            warmup_ops: 10,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn every_method_runs_every_pattern_and_gives_back_what_it_took() {
+        let fake = FakeDriver::standard();
+        let device = BenchDevice::with_driver(fake.clone(), "fake".into()).unwrap();
+        let methods = default_methods();
+        let report = run(&device, &methods, &quick());
+        assert_eq!(report.cells.len(), methods.len() * 3);
+        for cell in &report.cells {
+            assert!(cell.error.is_none(), "{} / {}: {:?}", cell.method, cell.pattern, cell.error);
+            assert!(cell.median_ns.is_some_and(|ns| ns > 0.0) && cell.rounds >= 3, "{cell:?}");
+        }
+        assert!(fake.default_pool_kept(), "CUDA's pool keeps its memory");
+        assert!(fake.count("cuMemAllocAsync") > 0 && fake.count("cuMemAlloc") > 0);
+        assert_eq!(fake.allocation_count(), 0, "every allocation was freed");
+        assert_eq!((fake.mapping_count(), fake.reservation_count()), (0, 0), "every pool was dropped");
+        let table = report.to_markdown();
+        for name in ["cuMemAlloc", "cuMemAllocAsync (CUDA pool)", "fixed / CudaDevice", "hybrid / CudaVirtual"] {
+            assert!(table.contains(&format!("| {name} |")), "{table}");
+        }
+        assert!(table.contains("churn 40 x 256 B..1 MiB"), "{table}");
+        let parsed: LatencyReport = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!((&parsed.methods, &parsed.patterns, parsed.cells.len()), (&report.methods, &report.patterns, 24));
+        for (read, written) in parsed.cells.iter().zip(&report.cells) {
+            let (a, b) = (read.median_ns.unwrap(), written.median_ns.unwrap());
+            assert!((a - b).abs() <= 1e-9 * b, "{a} != {b}");
+        }
+        drop(device);
+        assert_eq!(fake.used(), 0);
+    }
+
+    #[test]
+    fn a_failing_cell_is_reported_and_the_rest_still_run() {
+        let fake = FakeDriver::standard();
+        let device = BenchDevice::with_driver(fake.clone(), "fake".into()).unwrap();
+        let config =
+            BenchConfig { patterns: vec![Pattern::Pair { size: 2 << 30 }, Pattern::Pair { size: 4 * KIB }], ..quick() };
+        let methods = vec![Method::new("cuMemAlloc", |device, _| device.driver_allocator())];
+        let report = run(&device, &methods, &config);
+        let too_big = report.cell("cuMemAlloc", "pair 2 GiB").unwrap();
+        assert!(too_big.error.as_deref().is_some_and(|e| e.contains("CUDA_ERROR_OUT_OF_MEMORY")), "{too_big:?}");
+        assert!(report.cell("cuMemAlloc", "pair 4 KiB").unwrap().median_ns.is_some());
+        assert!(
+            report.to_markdown().contains("- cuMemAlloc, pair 2 GiB: cuMemAlloc failed"),
+            "{}",
+            report.to_markdown()
+        );
+        assert_eq!(fake.allocation_count(), 0);
+    }
+}

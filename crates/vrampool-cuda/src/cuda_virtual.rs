@@ -1,0 +1,744 @@
+//! Device memory through CUDA's virtual memory management: address ranges reserved once, physical memory
+//! created, mapped, unmapped and moved in granularity-sized chunks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use vrampool::{Backend, DeviceAddr, EventId, StreamId};
+
+use crate::context::DeviceContext;
+use crate::driver::{CudaDriver, Driver};
+use crate::error::CudaError;
+use crate::library::CudaLibrary;
+use crate::segment_table::SegmentTable;
+use crate::transfer::impl_cuda_memory;
+
+/// The books of a virtual-memory backend.
+#[derive(Debug, Default)]
+struct VirtualState {
+    /// Reserved ranges: base address → bytes.
+    ranges: BTreeMap<u64, u64>,
+    /// Mapped chunks: chunk address → the physical handle mapped there. One handle per chunk, so chunks
+    /// can be unmapped and moved one by one.
+    chunks: BTreeMap<u64, u64>,
+    /// Handles mapped nowhere whose release the driver refused; released again when the backend drops.
+    orphans: Vec<u64>,
+}
+
+/// A CUDA device used through virtual memory management, so that a pool's region grows in place.
+///
+/// - [`Backend::reserve_range`] is `cuMemAddressReserve`, [`Backend::release_range`] `cuMemAddressFree`;
+/// - [`Backend::map`] is, per granularity chunk, `cuMemCreate` (pinned memory on this device) and
+///   `cuMemMap`, then one `cuMemSetAccess` (read and write for this device) for the whole batch;
+/// - [`Backend::unmap`] is `cuMemUnmap` and `cuMemRelease` per chunk;
+/// - [`Backend::remap`] moves each chunk's physical memory: `cuMemUnmap` at the old address, `cuMemMap` of
+///   the same handle at the new one, then one `cuMemSetAccess` for the batch. The memory moves with its
+///   contents.
+///
+/// The granularity is the device's minimum (`cuMemGetAllocationGranularity`; 2 MiB on an H200). Plain
+/// `cuMemAlloc` segments are offered too, for pools' fallbacks. A call that fails leaves the mappings as
+/// they were where the driver lets it. It retains the device's primary context and makes it current on
+/// the calling thread before each driver call. Dropping it waits for the device and releases every chunk,
+/// range and segment still held.
+#[derive(Debug)]
+pub struct CudaVirtual {
+    context: DeviceContext,
+    granularity: u64,
+    state: Mutex<VirtualState>,
+    segments: SegmentTable,
+}
+
+impl CudaVirtual {
+    /// The backend for device `ordinal`; an error (never a panic) where the driver library is missing,
+    /// the device does not exist or lacks virtual memory management.
+    pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        let library = CudaLibrary::load()?;
+        let driver = CudaDriver::open(&library, ordinal)?;
+        Self::with_driver(Arc::new(driver))
+    }
+
+    /// The backend over any driver (the real one, or a simulated one in tests).
+    pub(crate) fn with_driver(driver: Arc<dyn Driver>) -> Result<Self, CudaError> {
+        let ordinal = driver.ordinal();
+        let context = DeviceContext::new(driver, format!("cuda-virtual:{ordinal}"))?;
+        if !context.driver().virtual_memory_supported()? {
+            return Err(CudaError::VirtualMemoryUnsupported { ordinal });
+        }
+        let granularity = context.driver().granularity()?;
+        if granularity == 0 || !granularity.is_power_of_two() {
+            return Err(CudaError::Call {
+                call: "cuMemGetAllocationGranularity",
+                code: crate::error::CUDA_ERROR_INVALID_VALUE,
+                name: format!("CUDA_ERROR_INVALID_VALUE (granularity {granularity} is not a power of two)"),
+            });
+        }
+        Ok(CudaVirtual {
+            context,
+            granularity,
+            state: Mutex::new(VirtualState::default()),
+            segments: SegmentTable::default(),
+        })
+    }
+
+    /// Chunks mapped now.
+    pub fn mapped_chunks(&self) -> usize {
+        self.state.lock().chunks.len()
+    }
+
+    /// Bytes of physical memory mapped now.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped_chunks() as u64 * self.granularity
+    }
+
+    /// Address ranges reserved now.
+    pub fn reserved_ranges(&self) -> usize {
+        self.state.lock().ranges.len()
+    }
+
+    /// Segments (`cuMemAlloc`) held now.
+    pub fn segment_count(&self) -> usize {
+        self.segments.count()
+    }
+
+    /// The physical memory handle mapped at the chunk starting at `addr`, if one is.
+    pub fn chunk_handle(&self, addr: u64) -> Option<u64> {
+        self.state.lock().chunks.get(&addr).copied()
+    }
+
+    /// Whether `[addr, addr + len)` lies in mapped chunks or inside one segment.
+    pub fn holds(&self, addr: u64, len: u64) -> bool {
+        if self.segments.holds(addr, len) {
+            return true;
+        }
+        let g = self.granularity;
+        let Some(end) = addr.checked_add(len.max(1)) else { return false };
+        let start = addr / g * g;
+        let chunks = (end - start).div_ceil(g) as usize;
+        self.state.lock().chunks.range(start..end).count() == chunks
+    }
+
+    /// Bytes this backend holds from the device (mapped chunks and segments).
+    fn held_bytes(&self, state: &VirtualState) -> u64 {
+        state.chunks.len() as u64 * self.granularity + self.segments.bytes()
+    }
+
+    /// Checks that `[addr, addr + size)` is a non-empty span of whole chunks inside one reserved range.
+    fn check_span(&self, state: &VirtualState, call: &'static str, addr: u64, size: u64) -> vrampool::Result<()> {
+        let g = self.granularity;
+        if size == 0 || size % g != 0 || addr % g != 0 {
+            return Err(vrampool::Error::InvalidBackendCall {
+                call,
+                reason: format!("[{addr:#x}, +{size}) is not a non-empty multiple of the {g}-byte granularity"),
+            });
+        }
+        let inside = state
+            .ranges
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&base, &len)| addr.checked_add(size).is_some_and(|end| end <= base + len));
+        if !inside {
+            return Err(vrampool::Error::InvalidBackendCall {
+                call,
+                reason: format!("[{addr:#x}, +{size}) is not inside one range reserved on {}", self.context.name()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that every chunk of `[addr, addr + size)` is mapped (`mapped`) or not.
+    fn check_chunks(
+        &self,
+        state: &VirtualState,
+        call: &'static str,
+        addr: u64,
+        size: u64,
+        mapped: bool,
+    ) -> vrampool::Result<()> {
+        let wrong =
+            (addr..addr + size).step_by(self.granularity as usize).find(|at| state.chunks.contains_key(at) != mapped);
+        match wrong {
+            None => Ok(()),
+            Some(chunk) => Err(vrampool::Error::InvalidBackendCall {
+                call,
+                reason: format!("chunk {chunk:#x} is {}", if mapped { "not mapped" } else { "already mapped" }),
+            }),
+        }
+    }
+
+    /// Releases a handle mapped nowhere; one the driver refuses is kept for the drop.
+    fn release_handle(&self, state: &mut VirtualState, handle: u64) {
+        // SAFETY: the handle came from `cuMemCreate` on this driver, is mapped nowhere and leaves the
+        // books here, so it is released once.
+        if unsafe { self.context.driver().mem_release(handle) }.is_err() {
+            state.orphans.push(handle);
+        }
+    }
+
+    /// Undoes a partial map: unmaps and releases the chunks just created, newest first.
+    fn undo_map(&self, state: &mut VirtualState, made: Vec<(u64, u64)>) {
+        let g = self.granularity;
+        for (at, handle) in made.into_iter().rev() {
+            // SAFETY: the chunk was mapped by this call a moment ago and never handed out, so no work uses
+            // it; it is one whole mapping.
+            match unsafe { self.context.driver().mem_unmap(at, g) } {
+                Ok(()) => self.release_handle(state, handle),
+                // Still mapped: keep it in the books, so the drop unmaps it.
+                Err(_) => {
+                    state.chunks.insert(at, handle);
+                }
+            }
+        }
+    }
+
+    /// Moves one chunk's physical memory from `src` to the unmapped chunk `dst`; on failure the chunk
+    /// is put back at `src` where the driver lets it (or released), and the books say where it is.
+    fn move_chunk(&self, state: &mut VirtualState, src: u64, dst: u64) -> Result<(), CudaError> {
+        let g = self.granularity;
+        let driver = self.context.driver();
+        let Some(&handle) = state.chunks.get(&src) else {
+            return Err(CudaError::NotHeld {
+                call: "remap",
+                addr: src,
+                len: g,
+                backend: self.context.name().to_string(),
+            });
+        };
+        // SAFETY: `src` is one whole mapping of ours; by the backend contract the caller waited for the
+        // device, so no queued work uses it.
+        unsafe { driver.mem_unmap(src, g) }?;
+        state.chunks.remove(&src);
+        // SAFETY: `dst` is an unmapped chunk inside a reserved range (checked by the caller under the same
+        // lock); `handle` is live and has `g` bytes.
+        match unsafe { driver.mem_map(dst, g, handle) } {
+            Ok(()) => {
+                state.chunks.insert(dst, handle);
+                Ok(())
+            }
+            Err(err) => {
+                // SAFETY: `src` was unmapped just above and nothing else maps there meanwhile (lock held).
+                match unsafe { driver.mem_map(src, g, handle) } {
+                    Ok(()) => {
+                        state.chunks.insert(src, handle);
+                    }
+                    Err(_) => self.release_handle(state, handle),
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Grants access to each run of mapped chunks inside `[addr, addr + size)`.
+    fn grant_access_runs(&self, state: &VirtualState, addr: u64, size: u64) {
+        let g = self.granularity;
+        let mut run: Option<(u64, u64)> = None;
+        let mut runs = Vec::new();
+        for &at in state.chunks.range(addr..addr + size).map(|(at, _)| at) {
+            run = match run {
+                Some((start, end)) if end == at => Some((start, at + g)),
+                Some(done) => {
+                    runs.push(done);
+                    Some((at, at + g))
+                }
+                None => Some((at, at + g)),
+            };
+        }
+        runs.extend(run);
+        for (start, end) in runs {
+            // SAFETY: every chunk of the run is mapped (the books say so, under the lock).
+            let _ = unsafe { self.context.driver().set_access(start, end - start) };
+        }
+    }
+}
+
+impl Backend for CudaVirtual {
+    fn name(&self) -> String {
+        self.context.name().to_string()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.context.capacity()
+    }
+
+    fn allocate_segment(&self, size: u64) -> vrampool::Result<DeviceAddr> {
+        let mapped = self.state.lock().chunks.len() as u64 * self.granularity;
+        self.segments.allocate(&self.context, size, mapped)
+    }
+
+    fn free_segment(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        self.segments.free(&self.context, addr, size)
+    }
+
+    fn granularity(&self) -> Option<u64> {
+        Some(self.granularity)
+    }
+
+    fn reserve_range(&self, size: u64) -> vrampool::Result<DeviceAddr> {
+        let g = self.granularity;
+        if size == 0 || size % g != 0 {
+            return Err(vrampool::Error::InvalidBackendCall {
+                call: "reserve_range",
+                reason: format!("size {size} is not a positive multiple of the {g}-byte granularity"),
+            });
+        }
+        let mut state = self.state.lock();
+        self.context.bind()?;
+        match self.context.driver().address_reserve(size) {
+            Ok(addr) => {
+                state.ranges.insert(addr, size);
+                Ok(addr)
+            }
+            Err(err) => Err(self.context.memory_error(err, size, self.held_bytes(&state))),
+        }
+    }
+
+    fn release_range(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        const CALL: &str = "release_range";
+        let mut state = self.state.lock();
+        match state.ranges.get(&addr) {
+            Some(&len) if len == size => {}
+            Some(&len) => {
+                return Err(vrampool::Error::InvalidBackendCall {
+                    call: CALL,
+                    reason: format!("range {addr:#x} has {len} bytes, not {size}"),
+                });
+            }
+            None => {
+                return Err(vrampool::Error::InvalidBackendCall {
+                    call: CALL,
+                    reason: format!("{addr:#x} is not a range reserved on {}", self.context.name()),
+                });
+            }
+        }
+        let mapped = state.chunks.range(addr..addr + size).count();
+        if mapped > 0 {
+            return Err(vrampool::Error::InvalidBackendCall {
+                call: CALL,
+                reason: format!("range {addr:#x} still has {mapped} mapped chunks"),
+            });
+        }
+        self.context.bind()?;
+        // SAFETY: a whole range reserved by this backend, nothing mapped in it (checked above), leaving the
+        // books under the same lock, so it is freed once.
+        unsafe { self.context.driver().address_free(addr, size) }?;
+        state.ranges.remove(&addr);
+        Ok(())
+    }
+
+    fn map(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        const CALL: &str = "map";
+        let g = self.granularity;
+        let mut state = self.state.lock();
+        self.check_span(&state, CALL, addr, size)?;
+        self.check_chunks(&state, CALL, addr, size, false)?;
+        self.context.bind()?;
+        let driver = self.context.driver();
+        let mut made = Vec::with_capacity((size / g) as usize);
+        for at in (addr..addr + size).step_by(g as usize) {
+            let handle = match driver.mem_create(g) {
+                Ok(handle) => handle,
+                Err(err) => {
+                    self.undo_map(&mut state, made);
+                    return Err(self.context.memory_error(err, size, self.held_bytes(&state)));
+                }
+            };
+            // SAFETY: `at` is an unmapped chunk inside a reserved range (checked above, lock held) and
+            // `handle` was just created with one chunk's bytes.
+            if let Err(err) = unsafe { driver.mem_map(at, g, handle) } {
+                self.release_handle(&mut state, handle);
+                self.undo_map(&mut state, made);
+                return Err(err.into());
+            }
+            made.push((at, handle));
+        }
+        // SAFETY: every chunk of `[addr, addr + size)` was mapped just above.
+        if let Err(err) = unsafe { driver.set_access(addr, size) } {
+            self.undo_map(&mut state, made);
+            return Err(err.into());
+        }
+        state.chunks.extend(made);
+        Ok(())
+    }
+
+    fn unmap(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        const CALL: &str = "unmap";
+        let g = self.granularity;
+        let mut state = self.state.lock();
+        self.check_span(&state, CALL, addr, size)?;
+        self.check_chunks(&state, CALL, addr, size, true)?;
+        self.context.bind()?;
+        let driver = self.context.driver();
+        let mut unmapped = Vec::with_capacity((size / g) as usize);
+        for at in (addr..addr + size).step_by(g as usize) {
+            // SAFETY: `at` is one whole mapping of ours (checked above, lock held); by the backend contract
+            // the caller waited for the device, so no queued work uses it.
+            if let Err(err) = unsafe { driver.mem_unmap(at, g) } {
+                // Put back what was unmapped, so the call changes nothing.
+                for &(back, handle) in &unmapped {
+                    // SAFETY: `back` was unmapped by this call a moment ago; `handle` is still live.
+                    match unsafe { driver.mem_map(back, g, handle) } {
+                        Ok(()) => {}
+                        Err(_) => {
+                            state.chunks.remove(&back);
+                            self.release_handle(&mut state, handle);
+                        }
+                    }
+                }
+                self.grant_access_runs(&state, addr, size);
+                return Err(err.into());
+            }
+            // Mapped: checked above, under the same lock.
+            if let Some(&handle) = state.chunks.get(&at) {
+                unmapped.push((at, handle));
+            }
+        }
+        for (at, handle) in unmapped {
+            state.chunks.remove(&at);
+            self.release_handle(&mut state, handle);
+        }
+        Ok(())
+    }
+
+    fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        const CALL: &str = "remap";
+        let g = self.granularity;
+        let mut state = self.state.lock();
+        self.check_span(&state, CALL, from, size)?;
+        self.check_span(&state, CALL, to, size)?;
+        self.check_chunks(&state, CALL, from, size, true)?;
+        self.check_chunks(&state, CALL, to, size, false)?;
+        self.context.bind()?;
+        let chunks = size / g;
+        let mut moved = 0;
+        let mut outcome = Ok(());
+        while moved < chunks {
+            if let Err(err) = self.move_chunk(&mut state, from + moved * g, to + moved * g) {
+                outcome = Err(err);
+                break;
+            }
+            moved += 1;
+        }
+        if outcome.is_ok() {
+            // SAFETY: every chunk of `[to, to + size)` was mapped just above.
+            outcome = unsafe { self.context.driver().set_access(to, size) };
+        }
+        if let Err(err) = outcome {
+            // Move back what moved, newest first, then give the old chunks their access again.
+            for i in (0..moved).rev() {
+                if self.move_chunk(&mut state, to + i * g, from + i * g).is_err() {
+                    break;
+                }
+            }
+            self.grant_access_runs(&state, from, size);
+            return Err(err.into());
+        }
+        Ok(())
+    }
+
+    fn record_event(&self, stream: StreamId) -> vrampool::Result<EventId> {
+        Ok(self.context.record_event(stream)?)
+    }
+
+    fn event_complete(&self, event: EventId) -> vrampool::Result<bool> {
+        Ok(self.context.event_complete(event)?)
+    }
+
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> vrampool::Result<()> {
+        Ok(self.context.stream_wait_event(stream, event)?)
+    }
+
+    fn release_event(&self, event: EventId) {
+        self.context.events().release(event);
+    }
+
+    fn synchronize(&self) -> vrampool::Result<()> {
+        Ok(self.context.synchronize()?)
+    }
+}
+
+impl_cuda_memory!(CudaVirtual);
+
+impl Drop for CudaVirtual {
+    /// Waits for the device, then unmaps and releases every chunk, frees every range and segment still
+    /// held; the context then destroys its events. Driver errors are dropped: a drop has no caller to give
+    /// them to, and must not panic.
+    fn drop(&mut self) {
+        if self.context.bind().is_err() {
+            return;
+        }
+        let driver = self.context.driver();
+        let _ = driver.ctx_synchronize();
+        let g = self.granularity;
+        let state = std::mem::take(self.state.get_mut());
+        for (at, handle) in state.chunks {
+            // SAFETY: each chunk is one whole mapping of ours and the device is idle; it leaves the books
+            // here, so it is unmapped and released once.
+            if unsafe { driver.mem_unmap(at, g) }.is_ok() {
+                // SAFETY: the handle is now mapped nowhere and released once.
+                let _ = unsafe { driver.mem_release(handle) };
+            }
+        }
+        for handle in state.orphans {
+            // SAFETY: orphans are mapped nowhere and were never released successfully.
+            let _ = unsafe { driver.mem_release(handle) };
+        }
+        for (base, size) in state.ranges {
+            // SAFETY: a whole range of ours, its chunks unmapped above, freed once.
+            let _ = unsafe { driver.address_free(base, size) };
+        }
+        self.segments.release_all(&self.context);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool::{Cap, DynamicConfig, DynamicPool, Error, MIB, Pool};
+
+    use super::*;
+    use crate::error::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY};
+    use crate::fake_driver::{FAKE_POISON, FakeConfig, FakeDriver};
+    use crate::transfer::CudaMemory;
+
+    const G: u64 = 2 * MIB;
+
+    fn backend() -> (Arc<FakeDriver>, CudaVirtual) {
+        let fake = FakeDriver::standard();
+        let backend = CudaVirtual::with_driver(fake.clone()).unwrap();
+        (fake, backend)
+    }
+
+    fn memory_calls(fake: &FakeDriver) -> Vec<&'static str> {
+        fake.calls().into_iter().filter(|c| c.starts_with("cuMem")).collect()
+    }
+
+    #[test]
+    fn map_creates_one_handle_per_chunk_and_grants_access_once() {
+        let (fake, v) = backend();
+        assert_eq!((v.name(), v.granularity(), v.capacity()), ("cuda-virtual:0".into(), Some(G), 1 << 30));
+        let r = v.reserve_range(16 * G).unwrap();
+        fake.clear_calls();
+        v.map(r + 2 * G, 4 * G).unwrap();
+        let calls = memory_calls(&fake);
+        assert_eq!(
+            calls,
+            [["cuMemCreate", "cuMemMap"]; 4].concat().into_iter().chain(["cuMemSetAccess"]).collect::<Vec<_>>()
+        );
+        let handles: Vec<u64> = (2..6).map(|i| v.chunk_handle(r + i * G).unwrap()).collect();
+        let mut distinct = handles.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "one handle per chunk: {handles:?}");
+        for i in 2..6 {
+            assert_eq!(fake.handle_at(r + i * G), v.chunk_handle(r + i * G));
+            assert!(fake.has_access(r + i * G));
+        }
+        assert_eq!((v.mapped_chunks(), v.mapped_bytes(), fake.used()), (4, 4 * G, 4 * G));
+        assert!(v.holds(r + 2 * G, 4 * G) && v.holds(r + 3 * G + 5, 100));
+        assert!(!v.holds(r + G, 2 * G) && !v.holds(r + 5 * G, 2 * G));
+    }
+
+    #[test]
+    fn unmap_unmaps_and_releases_each_chunk() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(8 * G).unwrap();
+        v.map(r, 4 * G).unwrap();
+        fake.clear_calls();
+        v.unmap(r + G, 2 * G).unwrap();
+        assert_eq!(memory_calls(&fake), ["cuMemUnmap", "cuMemUnmap", "cuMemRelease", "cuMemRelease"]);
+        assert_eq!((v.mapped_chunks(), fake.live_handles(), fake.used()), (2, 2, 2 * G));
+        assert!(v.chunk_handle(r + G).is_none() && v.chunk_handle(r).is_some() && v.chunk_handle(r + 3 * G).is_some());
+        v.unmap(r, G).unwrap();
+        v.unmap(r + 3 * G, G).unwrap();
+        v.release_range(r, 8 * G).unwrap();
+        assert_eq!((fake.live_handles(), fake.mapping_count(), fake.reservation_count(), fake.used()), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn remap_moves_the_same_handles_with_their_bytes() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(16 * G).unwrap();
+        v.map(r, 3 * G).unwrap();
+        let before: Vec<u64> = (0..3).map(|i| v.chunk_handle(r + i * G).unwrap()).collect();
+        let bytes: Vec<u8> = (0..3 * G).map(|i| (i % 251) as u8).collect();
+        // SAFETY: the test owns the mapped range and reads it only as bytes.
+        unsafe { v.copy_host_to_device(r, &bytes, StreamId::DEFAULT) }.unwrap();
+        fake.clear_calls();
+        v.remap(r, r + 10 * G, 3 * G).unwrap();
+        assert_eq!(
+            memory_calls(&fake),
+            [["cuMemUnmap", "cuMemMap"]; 3].concat().into_iter().chain(["cuMemSetAccess"]).collect::<Vec<_>>(),
+            "no chunk created or released, one access call for the batch"
+        );
+        let after: Vec<u64> = (0..3).map(|i| v.chunk_handle(r + (10 + i) * G).unwrap()).collect();
+        assert_eq!(before, after);
+        assert!((0..3).all(|i| v.chunk_handle(r + i * G).is_none()));
+        let mut back = vec![0; bytes.len()];
+        v.copy_device_to_host(r + 10 * G, &mut back, StreamId::DEFAULT).unwrap();
+        assert!(back == bytes, "the physical memory moved with its contents");
+        assert_eq!(fake.used(), 3 * G);
+    }
+
+    #[test]
+    fn contract_breaches_are_refused_before_the_driver_is_called() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(8 * G).unwrap();
+        v.map(r, 2 * G).unwrap();
+        let other = v.reserve_range(4 * G).unwrap();
+        fake.clear_calls();
+        let invalid = |result: vrampool::Result<()>| matches!(result, Err(Error::InvalidBackendCall { .. }));
+        assert!(invalid(v.map(r + 1, G)), "unaligned");
+        assert!(invalid(v.map(r, 0)), "empty");
+        assert!(invalid(v.map(r + G, 2 * G)), "over a mapped chunk");
+        assert!(invalid(v.map(r + 7 * G, 2 * G)), "past the range");
+        assert!(invalid(v.map(0x1000_0000, G)), "outside every range");
+        assert!(invalid(v.unmap(r + 2 * G, G)), "not mapped");
+        assert!(invalid(v.remap(r, r + G, G)), "onto a mapped chunk");
+        assert!(invalid(v.remap(r + 4 * G, r + 5 * G, G)), "from an unmapped chunk");
+        assert!(invalid(v.release_range(r, 8 * G)), "chunks still mapped");
+        assert!(invalid(v.release_range(other, 2 * G)), "wrong size");
+        assert!(invalid(v.release_range(other + G, 2 * G)), "not a range");
+        assert!(matches!(v.reserve_range(G + 1), Err(Error::InvalidBackendCall { .. })));
+        assert!(memory_calls(&fake).is_empty(), "{:?}", fake.calls());
+        let err = v.unmap(r + 2 * G, G).unwrap_err();
+        assert!(err.to_string().contains("is not mapped"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_map_leaves_nothing_behind() {
+        for (call, skip) in [("cuMemCreate", 2), ("cuMemMap", 1), ("cuMemSetAccess", 0)] {
+            let (fake, v) = backend();
+            let r = v.reserve_range(8 * G).unwrap();
+            fake.fail(call, skip, CUDA_ERROR_INVALID_VALUE);
+            let err = v.map(r, 4 * G).unwrap_err();
+            assert_eq!(
+                err,
+                Error::Backend { call, message: format!("{call} failed: CUDA_ERROR_INVALID_VALUE (1)") },
+                "{call}"
+            );
+            assert_eq!((v.mapped_chunks(), fake.mapping_count(), fake.live_handles(), fake.used()), (0, 0, 0, 0));
+            v.map(r, 4 * G).unwrap();
+            assert_eq!(fake.live_handles(), 4, "the range maps after the failure");
+        }
+    }
+
+    #[test]
+    fn out_of_memory_names_the_request_and_the_device() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(1024 * G).unwrap();
+        v.map(r, 400 * G).unwrap();
+        let err = v.map(r + 400 * G, 200 * G).unwrap_err();
+        assert_eq!(
+            err,
+            Error::DeviceOutOfMemory { call: "cuMemCreate", requested: 200 * G, used: 400 * G, capacity: 1 << 30 }
+        );
+        assert_eq!((v.mapped_chunks(), fake.live_handles()), (400, 400), "the partial batch was given back");
+        fake.fail("cuMemCreate", 0, CUDA_ERROR_OUT_OF_MEMORY);
+        assert!(v.map(r + 400 * G, G).unwrap_err().is_out_of_memory());
+    }
+
+    #[test]
+    fn a_failed_remap_puts_every_chunk_back() {
+        for (call, skip) in [("cuMemMap", 1), ("cuMemUnmap", 2), ("cuMemSetAccess", 0)] {
+            let (fake, v) = backend();
+            let r = v.reserve_range(16 * G).unwrap();
+            v.map(r, 4 * G).unwrap();
+            let handles: Vec<u64> = (0..4).map(|i| v.chunk_handle(r + i * G).unwrap()).collect();
+            fake.fail(call, skip, CUDA_ERROR_INVALID_VALUE);
+            assert!(v.remap(r, r + 8 * G, 4 * G).is_err(), "{call}");
+            let now: Vec<Option<u64>> = (0..4).map(|i| v.chunk_handle(r + i * G)).collect();
+            assert_eq!(now, handles.iter().copied().map(Some).collect::<Vec<_>>(), "{call}");
+            for i in 0..4 {
+                assert_eq!(fake.handle_at(r + i * G), Some(handles[i as usize]), "{call}");
+                assert!(fake.has_access(r + i * G), "{call}: chunk {i} has its access again");
+                assert!(fake.handle_at(r + (8 + i) * G).is_none(), "{call}");
+            }
+            assert_eq!(fake.live_handles(), 4, "{call}");
+        }
+    }
+
+    #[test]
+    fn a_failed_unmap_changes_nothing() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(8 * G).unwrap();
+        v.map(r, 3 * G).unwrap();
+        let handles: Vec<u64> = (0..3).map(|i| v.chunk_handle(r + i * G).unwrap()).collect();
+        fake.fail("cuMemUnmap", 2, CUDA_ERROR_INVALID_VALUE);
+        assert!(matches!(v.unmap(r, 3 * G), Err(Error::Backend { call: "cuMemUnmap", .. })));
+        for i in 0..3 {
+            assert_eq!(fake.handle_at(r + i * G), Some(handles[i as usize]));
+            assert!(fake.has_access(r + i * G));
+        }
+        assert_eq!((v.mapped_chunks(), fake.live_handles()), (3, 3));
+    }
+
+    #[test]
+    fn a_refused_release_is_retried_when_the_backend_drops() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(4 * G).unwrap();
+        v.map(r, 2 * G).unwrap();
+        fake.fail("cuMemRelease", 0, CUDA_ERROR_INVALID_VALUE);
+        v.unmap(r, 2 * G).unwrap();
+        assert_eq!((v.mapped_chunks(), fake.mapping_count(), fake.live_handles()), (0, 0, 1));
+        drop(v);
+        assert_eq!((fake.live_handles(), fake.reservation_count(), fake.used()), (0, 0, 0));
+    }
+
+    #[test]
+    fn drop_releases_every_chunk_range_segment_and_event() {
+        let (fake, v) = backend();
+        let a = v.reserve_range(8 * G).unwrap();
+        let b = v.reserve_range(8 * G).unwrap();
+        v.map(a, 3 * G).unwrap();
+        v.map(b + 4 * G, 2 * G).unwrap();
+        let segment = v.allocate_segment(MIB).unwrap();
+        assert!(v.holds(segment, MIB) && v.segment_count() == 1);
+        let event = v.record_event(StreamId::DEFAULT).unwrap();
+        let _ = event;
+        assert!(fake.used() > 0 && fake.event_count() == 1);
+        drop(v);
+        assert_eq!(
+            (fake.mapping_count(), fake.live_handles(), fake.reservation_count(), fake.allocation_count()),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((fake.used(), fake.event_count()), (0, 0));
+        assert!(fake.count("cuCtxSynchronize") >= 1, "the device is idle before anything is unmapped");
+    }
+
+    #[test]
+    fn a_device_without_virtual_memory_is_refused() {
+        let fake = FakeDriver::new(FakeConfig { virtual_memory: false, ..FakeConfig::default() });
+        let err = CudaVirtual::with_driver(fake).unwrap_err();
+        assert_eq!(err, CudaError::VirtualMemoryUnsupported { ordinal: 0 });
+    }
+
+    #[test]
+    fn a_dynamic_pool_grows_in_place_and_keeps_its_data() {
+        let (fake, v) = backend();
+        let v = Arc::new(v);
+        let config = DynamicConfig::default().initial_size(8 * MIB).cap(Cap::Bytes(512 * MIB));
+        let pool = DynamicPool::new(v.clone(), config).unwrap();
+        let first = pool.allocate(3 * MIB, 256, StreamId::DEFAULT).unwrap();
+        let bytes: Vec<u8> = (0..3 * MIB).map(|i| (i * 7 % 256) as u8).collect();
+        // SAFETY: the test owns the allocation and reads it only as bytes.
+        unsafe { v.copy_host_to_device(first.addr, &bytes, StreamId::DEFAULT) }.unwrap();
+        let more: Vec<_> = (0..20).map(|_| pool.allocate(10 * MIB, 256, StreamId::DEFAULT).unwrap()).collect();
+        assert!(pool.stats().growths >= 1);
+        assert_eq!(fake.reservation_count(), 1, "one address range, grown in place");
+        let (base, top) = (first.addr, more.iter().map(|a| a.addr + a.size).max().unwrap());
+        assert!(v.holds(base, top - base), "the pool's memory is one mapped stretch");
+        let mut back = vec![0; bytes.len()];
+        v.copy_device_to_host(first.addr, &mut back, StreamId::DEFAULT).unwrap();
+        assert!(back == bytes, "growth kept the first block's bytes");
+        assert_eq!(pool.stats().reserved_bytes.current, v.mapped_bytes());
+        // Past the cap: the pool's own out-of-memory error, and the device is left as it was.
+        let mapped = v.mapped_bytes();
+        assert!(matches!(pool.allocate(400 * MIB, 256, StreamId::DEFAULT), Err(Error::OutOfMemory { .. })));
+        assert_eq!(v.mapped_bytes(), mapped);
+        for a in more {
+            pool.free(a.addr).unwrap();
+        }
+        pool.free(first.addr).unwrap();
+        drop(pool);
+        assert_eq!((fake.mapping_count(), fake.reservation_count(), fake.used()), (0, 0, 0));
+        let _ = FAKE_POISON;
+    }
+}

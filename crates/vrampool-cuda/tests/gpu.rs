@@ -1,0 +1,402 @@
+//! Tests on a real NVIDIA GPU: every strategy on both CUDA backends, with the bytes checked through the
+//! driver. They are ignored where no GPU is; on a GPU host run them with
+//!
+//! ```text
+//! cargo test -p vrampool-cuda --test gpu -- --ignored --nocapture
+//! ```
+//!
+//! Each prints what it measured and checked. They take the GPU one at a time (one of them fills the
+//! device's memory).
+#![warn(clippy::undocumented_unsafe_blocks, clippy::multiple_unsafe_ops_per_block)]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use vrampool::{
+    Backend, Cap, DynamicConfig, DynamicPool, Error, Fallback, FixedConfig, FixedPool, GIB, HybridConfig, HybridPool,
+    MIB, Pool, SegmentKind, StreamId, human_bytes,
+};
+use vrampool_cuda::{CudaDevice, CudaError, CudaMemory, CudaVirtual, PoolSlice, devices};
+
+/// One test on the GPU at a time.
+static GPU: Mutex<()> = Mutex::new(());
+
+fn gpu() -> MutexGuard<'static, ()> {
+    GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn device() -> Arc<CudaDevice> {
+    Arc::new(CudaDevice::new(0).expect("CUDA device 0 as cuMemAlloc segments"))
+}
+
+fn virtual_memory() -> Arc<CudaVirtual> {
+    Arc::new(CudaVirtual::new(0).expect("CUDA device 0 with virtual memory"))
+}
+
+/// A byte pattern that differs from block to block and along each block.
+fn pattern(seed: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i / 4096 + seed * 31 + i % 251) % 256) as u8).collect()
+}
+
+/// Reads `len` bytes at `addr` on the default stream.
+fn read<B: CudaMemory>(backend: &B, addr: u64, len: u64) -> Vec<u8> {
+    let mut bytes = vec![0; len as usize];
+    backend.copy_device_to_host(addr, &mut bytes, StreamId::DEFAULT).expect("device to host copy");
+    bytes
+}
+
+/// The first offset where `bytes` differs from `expected`.
+fn first_difference(bytes: &[u8], expected: impl Fn(usize) -> u8) -> Option<usize> {
+    bytes.iter().enumerate().position(|(i, &b)| b != expected(i))
+}
+
+/// The strategies under test on `backend`, each sized to take a fallback or grow.
+fn strategies(backend: Arc<dyn Backend>) -> Vec<Box<dyn Pool>> {
+    let fixed = FixedConfig::default().block_size(4 * MIB).block_count(32).fallback(Fallback::Backend);
+    vec![
+        Box::new(FixedPool::new(backend.clone(), fixed).expect("fixed pool")),
+        Box::new(DynamicPool::new(backend.clone(), DynamicConfig::default().initial_size(32 * MIB)).expect("dynamic")),
+        Box::new(HybridPool::new(backend, HybridConfig::default()).expect("hybrid pool")),
+    ]
+}
+
+/// Allocates blocks of many sizes from every strategy on `backend`, fills each (memset for the body,
+/// a host copy for a distinct head), reads each whole block back, and frees it.
+fn check_every_strategy<B: CudaMemory + 'static>(backend: Arc<B>) {
+    let sizes = [256u64, 4096, 100_000, MIB, 3 * MIB + 17, 9 * MIB, 40 * MIB];
+    for pool in strategies(backend.clone()) {
+        let start = Instant::now();
+        let blocks: Vec<_> = (0..3)
+            .flat_map(|_| sizes)
+            .map(|size| pool.allocate(size, 256, StreamId::DEFAULT).expect("allocation"))
+            .collect();
+        for (i, block) in blocks.iter().enumerate() {
+            let head = pattern(i, block.size.min(8192) as usize);
+            // SAFETY: the test owns each block until it frees it below, and reads it only as bytes.
+            unsafe { backend.memset_d8(block.addr, i as u8, block.size, StreamId::DEFAULT) }.expect("memset");
+            // SAFETY: as above.
+            unsafe { backend.copy_host_to_device(block.addr, &head, StreamId::DEFAULT) }.expect("host to device");
+        }
+        let mut checked = 0;
+        for (i, block) in blocks.iter().enumerate() {
+            let bytes = read(&*backend, block.addr, block.size);
+            let head = pattern(i, block.size.min(8192) as usize);
+            let wrong = first_difference(&bytes, |at| if at < head.len() { head[at] } else { i as u8 });
+            assert_eq!(wrong, None, "{} on {}: block {i} at {:#x}", pool.strategy(), backend.name(), block.addr);
+            checked += block.size;
+        }
+        let stats = pool.stats();
+        for block in &blocks {
+            pool.free(block.addr).expect("free");
+        }
+        println!(
+            "{:>7} on {:<15} {} blocks, {} written and read back in {:?}; reserved {}, {} fallbacks, {} growths, \
+             {} backend calls",
+            pool.strategy(),
+            backend.name(),
+            blocks.len(),
+            human_bytes(checked),
+            start.elapsed(),
+            human_bytes(stats.reserved_bytes.peak),
+            stats.fallbacks,
+            stats.growths,
+            stats.backend_calls,
+        );
+        assert_eq!(pool.stats().allocated_bytes.current, 0);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_gpu_is_listed_with_virtual_memory() {
+    let _gpu = gpu();
+    let list = devices().expect("device listing");
+    for info in &list {
+        println!(
+            "device {}: {}, {}, virtual memory {} (granularity {:?}), memory pools {}",
+            info.ordinal,
+            info.name,
+            human_bytes(info.total_memory),
+            info.virtual_memory_supported,
+            info.granularity,
+            info.memory_pools_supported
+        );
+    }
+    let first = list.first().expect("at least one GPU");
+    assert!(first.total_memory > GIB);
+    assert!(first.virtual_memory_supported && first.granularity.is_some_and(u64::is_power_of_two));
+    assert_eq!(virtual_memory().granularity(), first.granularity);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_strategy_keeps_its_bytes_on_both_backends() {
+    let _gpu = gpu();
+    check_every_strategy(device());
+    check_every_strategy(virtual_memory());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn out_of_memory_is_an_error_not_a_crash() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    // A pool's cap.
+    let config = DynamicConfig::default().initial_size(64 * MIB).cap(Cap::Bytes(256 * MIB));
+    let pool = DynamicPool::new(backend.clone(), config).expect("dynamic pool");
+    let mut blocks = Vec::new();
+    let refusal = loop {
+        match pool.allocate(32 * MIB, 256, StreamId::DEFAULT) {
+            Ok(block) => blocks.push(block),
+            Err(err) => break err,
+        }
+        assert!(blocks.len() <= 8, "a 256 MiB cap holds at most eight 32 MiB blocks");
+    };
+    println!("dynamic pool, cap 256 MiB: {} blocks of 32 MiB, then: {refusal}", blocks.len());
+    assert!(matches!(refusal, Error::OutOfMemory { cap, .. } if cap == 256 * MIB), "{refusal}");
+    pool.free(blocks.pop().expect("a block").addr).expect("free");
+    blocks.push(pool.allocate(32 * MIB, 256, StreamId::DEFAULT).expect("room again after a free"));
+    for block in blocks {
+        pool.free(block.addr).expect("free");
+    }
+    drop(pool);
+
+    // A fixed pool that refuses fallbacks.
+    let fixed =
+        FixedPool::new(device(), FixedConfig::default().block_size(MIB).block_count(4).fallback(Fallback::Reject))
+            .expect("fixed pool");
+    let held: Vec<_> = (0..4).map(|_| fixed.allocate(MIB, 256, StreamId::DEFAULT).expect("block")).collect();
+    let refusal = fixed.allocate(MIB, 256, StreamId::DEFAULT).unwrap_err();
+    println!("fixed pool of 4 blocks, 5th request: {refusal}");
+    assert!(refusal.is_out_of_memory(), "{refusal}");
+    for block in held {
+        fixed.free(block.addr).expect("free");
+    }
+
+    // The device itself: a segment larger than the GPU, then physical chunks past its memory.
+    let segments = device();
+    let too_big = segments.capacity() + GIB;
+    let refusal = segments.allocate_segment(too_big).unwrap_err();
+    println!("cuMemAlloc of {}: {refusal}", human_bytes(too_big));
+    assert!(matches!(refusal, Error::DeviceOutOfMemory { call: "cuMemAlloc", .. }), "{refusal}");
+    let g = backend.granularity().expect("granularity");
+    let span = backend.capacity().next_multiple_of(g) + g;
+    let range = backend.reserve_range(span).expect("address range larger than the GPU");
+    let start = Instant::now();
+    let refusal = backend.map(range, span).unwrap_err();
+    println!(
+        "map of {} in {} chunks: {refusal} (after {:?}, rolled back)",
+        human_bytes(span),
+        span / g,
+        start.elapsed()
+    );
+    assert!(matches!(refusal, Error::DeviceOutOfMemory { call: "cuMemCreate", .. }), "{refusal}");
+    assert_eq!(backend.mapped_chunks(), 0, "the partial batch was given back");
+    backend.release_range(range, span).expect("release");
+    let block = segments.allocate_segment(64 * MIB).expect("the device still allocates");
+    segments.free_segment(block, 64 * MIB).expect("free");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_dynamic_pool_on_virtual_memory_grows_in_place() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    let config = DynamicConfig::default().initial_size(64 * MIB).cap(Cap::Bytes(4 * GIB));
+    let pool = DynamicPool::new(backend.clone(), config).expect("dynamic pool");
+    let first = pool.allocate(48 * MIB, 256, StreamId::DEFAULT).expect("first block");
+    let bytes = pattern(7, first.size as usize);
+    // SAFETY: the test owns the block and reads it only as bytes.
+    unsafe { backend.copy_host_to_device(first.addr, &bytes, StreamId::DEFAULT) }.expect("write");
+    let reserved_before = pool.stats().reserved_bytes.current;
+    let second = pool.allocate(512 * MIB, 256, StreamId::DEFAULT).expect("a block past the initial size");
+    let stats = pool.stats();
+    let report = pool.report();
+    let ranges = report.segments.iter().filter(|s| s.kind == SegmentKind::VirtualRange).count();
+    println!(
+        "grew from {} to {} reserved in {} growth(s); first block at {:#x}, second at {:#x}; {} virtual range(s), \
+         {} mapped by the backend",
+        human_bytes(reserved_before),
+        human_bytes(stats.reserved_bytes.current),
+        stats.growths,
+        first.addr,
+        second.addr,
+        ranges,
+        human_bytes(backend.mapped_bytes()),
+    );
+    assert!(stats.growths >= 1 && stats.reserved_bytes.current > reserved_before);
+    assert_eq!((ranges, backend.reserved_ranges()), (1, 1), "one address range, grown in place");
+    let (low, high) = (first.addr.min(second.addr), (first.addr + first.size).max(second.addr + second.size));
+    assert!(second.addr > first.addr && backend.holds(low, high - low), "one mapped stretch");
+    assert_eq!(read(&*backend, first.addr, first.size), bytes, "growth kept the first block's bytes");
+    // SAFETY: the test owns the block and reads it only as bytes.
+    unsafe { backend.memset_d8(second.addr, 0x5A, second.size, StreamId::DEFAULT) }.expect("memset");
+    let back = read(&*backend, second.addr, second.size);
+    assert_eq!(first_difference(&back, |_| 0x5A), None);
+    pool.free(first.addr).expect("free");
+    pool.free(second.addr).expect("free");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn remap_moves_physical_memory_with_its_bytes() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    let g = backend.granularity().expect("granularity");
+    let range = backend.reserve_range(16 * g).expect("reserve");
+    backend.map(range, 4 * g).expect("map");
+    let handles: Vec<_> = (0..4).map(|i| backend.chunk_handle(range + i * g)).collect();
+    let bytes = pattern(3, (4 * g) as usize);
+    // SAFETY: the test owns the mapped range and reads it only as bytes.
+    unsafe { backend.copy_host_to_device(range, &bytes, StreamId::DEFAULT) }.expect("write");
+    backend.synchronize().expect("synchronize");
+    let start = Instant::now();
+    backend.remap(range, range + 8 * g, 4 * g).expect("remap");
+    let took = start.elapsed();
+    let moved: Vec<_> = (0..4).map(|i| backend.chunk_handle(range + (8 + i) * g)).collect();
+    assert_eq!(handles, moved, "the same physical handles, at the new address");
+    assert!(!backend.holds(range, g));
+    assert_eq!(read(&*backend, range + 8 * g, 4 * g), bytes, "the bytes moved with the memory");
+    println!("moved 4 chunks of {} in {took:?}; bytes intact at the new address", human_bytes(g));
+    backend.unmap(range + 8 * g, 4 * g).expect("unmap");
+    backend.release_range(range, 16 * g).expect("release");
+}
+
+/// On stream A, a long run of memsets into block X; X is freed on A and a block of the same size is
+/// allocated on B (the pool hands out X again) and written on B. The pool must order B's write after
+/// A's work: the bytes end as B wrote them.
+fn cross_stream_reuse<B: CudaMemory + 'static>(backend: Arc<B>, pool: &dyn Pool) {
+    let context = backend.context().expect("a real driver");
+    let (a, b) = (context.new_stream().expect("stream"), context.new_stream().expect("stream"));
+    let (a, b) = (backend.register_stream(&a).expect("register"), backend.register_stream(&b).expect("register"));
+    let size = 256 * MIB;
+    // A block on B first, so the pool knows two streams before the free.
+    let small = pool.allocate(MIB, 256, b).expect("small block on B");
+    let x = pool.allocate(size, 256, a).expect("block X on A");
+    let start = Instant::now();
+    for i in 0..400u32 {
+        // SAFETY: the test owns X until it frees it below, and reads it only as bytes.
+        unsafe { backend.memset_d8(x.addr, if i % 2 == 0 { 0x11 } else { 0x22 }, size, a) }.expect("memset on A");
+    }
+    let queued = start.elapsed();
+    pool.free(x.addr).expect("free X on A");
+    let y = pool.allocate(size, 256, b).expect("block Y on B");
+    let reused = y.addr < x.addr + size && x.addr < y.addr + size;
+    // SAFETY: the test owns Y and reads it only as bytes.
+    unsafe { backend.memset_d8(y.addr, 0x33, size, b) }.expect("memset on B");
+    backend.synchronize().expect("synchronize");
+    let finished = start.elapsed();
+    let bytes = read(&*backend, y.addr, size);
+    let stats = pool.stats();
+    println!(
+        "{} on {}: 400 memsets of {} queued on A in {queued:?}, done after {finished:?}; Y {} X; {} event(s) \
+         recorded, {} stream wait(s), {} synchronisation(s)",
+        pool.strategy(),
+        backend.name(),
+        human_bytes(size),
+        if reused { "reuses" } else { "does not reuse" },
+        stats.events_recorded,
+        stats.stream_waits,
+        stats.synchronizations,
+    );
+    assert!(reused, "the pool handed out X's memory again");
+    assert_eq!(first_difference(&bytes, |_| 0x33), None, "B's bytes everywhere: B ran after A");
+    assert!(stats.stream_waits + stats.synchronizations >= 1, "the pool ordered B after A");
+    pool.free(y.addr).expect("free");
+    pool.free(small.addr).expect("free");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cross_stream_reuse_waits_for_the_freeing_stream() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    let dynamic = DynamicPool::new(backend.clone(), DynamicConfig::default().initial_size(512 * MIB)).expect("pool");
+    cross_stream_reuse(backend, &dynamic);
+    let backend = device();
+    let fixed = FixedPool::new(backend.clone(), FixedConfig::default().block_size(256 * MIB).block_count(3))
+        .expect("fixed pool");
+    cross_stream_reuse(backend, &fixed);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn pool_slices_work_with_cudarc_copies() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    let pool = DynamicPool::new(backend.clone(), DynamicConfig::default().initial_size(64 * MIB)).expect("pool");
+    let stream = backend.context().expect("a real driver").new_stream().expect("stream");
+    let n = 4 << 20;
+    let mut a = PoolSlice::<f32, _>::zeroed(&pool, &backend, n, &stream).expect("slice a");
+    let mut b = PoolSlice::<f32, _>::zeroed(&pool, &backend, n, &stream).expect("slice b");
+    assert!(stream.clone_dtoh(&a).expect("read").iter().all(|&x| x == 0.0), "zeroed");
+    let host: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    stream.memcpy_htod(&host, &mut a).expect("host to device");
+    stream.memcpy_dtod(&a, &mut b).expect("device to device");
+    stream.memset_zeros(&mut a).expect("memset");
+    assert_eq!(stream.clone_dtoh(&b).expect("read"), host);
+    assert!(stream.clone_dtoh(&a).expect("read").iter().all(|&x| x == 0.0));
+    println!(
+        "PoolSlice<f32> of {} at {:#x} and {:#x}: copies and memsets checked",
+        human_bytes(n as u64 * 4),
+        a.addr(),
+        b.addr()
+    );
+    // A pool on another backend is refused.
+    let other = virtual_memory();
+    let err = PoolSlice::<f32, _>::zeroed(&pool, &other, 16, &stream).unwrap_err();
+    assert!(matches!(err, CudaError::ForeignPool { .. }), "{err}");
+    drop((a, b));
+    assert_eq!(pool.stats().allocated_bytes.current, 0, "slices give their memory back when dropped");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn events_are_reused_and_answer_for_their_stream() {
+    let _gpu = gpu();
+    let backend = device();
+    let stream = backend.context().expect("a real driver").new_stream().expect("stream");
+    let stream = backend.register_stream(&stream).expect("register");
+    let start = Instant::now();
+    for _ in 0..1000 {
+        let event = backend.record_event(stream).expect("record");
+        backend.release_event(event);
+    }
+    let per_event = start.elapsed() / 1000;
+    let event = backend.record_event(stream).expect("record");
+    backend.synchronize().expect("synchronize");
+    assert!(backend.event_complete(event).expect("query"));
+    backend.stream_wait_event(StreamId::DEFAULT, event).expect("wait");
+    println!("1000 events recorded and released in {per_event:?} each; {} created", backend.events_created());
+    assert!(backend.events_created() <= 2, "released events are recorded again");
+    let unknown = backend.record_event(StreamId(0x1234_5678)).unwrap_err();
+    assert!(unknown.to_string().contains("not registered"), "{unknown}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn dropping_a_backend_gives_every_byte_back() {
+    let _gpu = gpu();
+    let probe = device();
+    let (free_before, total) = probe.memory_info().expect("memory info");
+    {
+        let backend = virtual_memory();
+        let g = backend.granularity().expect("granularity");
+        let range = backend.reserve_range(1024 * g).expect("reserve");
+        backend.map(range, 512 * g).expect("map");
+        backend.allocate_segment(512 * MIB).expect("segment");
+        let _event = backend.record_event(StreamId::DEFAULT).expect("event");
+        let (free_held, _) = probe.memory_info().expect("memory info");
+        println!(
+            "held {} of {} (free {} -> {})",
+            human_bytes(free_before - free_held),
+            human_bytes(total),
+            human_bytes(free_before),
+            human_bytes(free_held)
+        );
+        assert!(free_before - free_held >= 512 * g + 512 * MIB);
+    }
+    let (free_after, _) = probe.memory_info().expect("memory info");
+    println!("after the drop: free {}", human_bytes(free_after));
+    assert!(free_after + 64 * MIB >= free_before, "everything given back: {free_before} -> {free_after}");
+}

@@ -1,0 +1,170 @@
+//! Advice: sweep each strategy's parameters on a trace and recommend one strategy and its config.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Serialize;
+use vrampool::{PoolSpec, Strategy, human_bytes};
+
+use crate::candidates::candidates;
+use crate::error::Result;
+use crate::replay::{ReplayOptions, replay};
+use crate::replay_plan::ReplayPlan;
+use crate::replay_result::ReplayResult;
+use crate::size_profile::SizeProfile;
+
+/// Share of the trace's duration a configuration may spend in the driver and still be chosen for its
+/// utilization.
+pub const DRIVER_BUDGET: f64 = 0.01;
+
+/// How configurations are ranked: within the driver-time budget, highest utilization (then least driver
+/// time); when none is within it, least driver time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Objective {
+    /// The driver time allowed, in microseconds: [`DRIVER_BUDGET`] of the trace's duration.
+    pub driver_budget_us: f64,
+}
+
+impl Objective {
+    /// The objective for a trace lasting `duration_us`.
+    pub fn for_duration(duration_us: i64) -> Self {
+        Objective { driver_budget_us: duration_us.max(0) as f64 * DRIVER_BUDGET }
+    }
+
+    /// Whether `a` ranks above `b`.
+    pub fn prefers(&self, a: &ReplayResult, b: &ReplayResult) -> bool {
+        let (a_in, b_in) = (a.driver_time_us <= self.driver_budget_us, b.driver_time_us <= self.driver_budget_us);
+        match (a_in, b_in) {
+            (true, false) => true,
+            (false, true) => false,
+            (true, true) => (a.ooms, -a.utilization, a.driver_time_us) < (b.ooms, -b.utilization, b.driver_time_us),
+            (false, false) => (a.ooms, a.driver_time_us) < (b.ooms, b.driver_time_us),
+        }
+    }
+}
+
+/// The best configuration of one strategy.
+#[derive(Clone, Debug, Serialize)]
+pub struct StrategyAdvice {
+    /// Its replay.
+    pub best: ReplayResult,
+    /// Configurations tried.
+    pub tried: usize,
+}
+
+/// The recommendation for a trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct Advice {
+    /// The trace's name.
+    pub trace: String,
+    /// How configurations were ranked.
+    pub objective: Objective,
+    /// The best configuration of each strategy, in the order fixed, dynamic, hybrid.
+    pub strategies: Vec<StrategyAdvice>,
+    /// The strategy recommended.
+    pub recommended: Strategy,
+    /// Its config string.
+    pub config: String,
+    /// Why, in one sentence.
+    pub reason: String,
+}
+
+impl Advice {
+    /// The best replay of the recommended strategy.
+    pub fn recommended_result(&self) -> &ReplayResult {
+        &self
+            .strategies
+            .iter()
+            .find(|s| s.best.strategy == self.recommended)
+            .expect("the recommended strategy was swept")
+            .best
+    }
+}
+
+/// Replays every candidate configuration of `strategies` on `plan`, in parallel on the machine's cores,
+/// and recommends the best by [`Objective`]. The best configuration of each strategy is replayed once more
+/// alone, so that its CPU time per event is measured without the others running beside it. `progress` is
+/// called with (done, total) after each replay.
+pub fn advise(
+    plan: &ReplayPlan,
+    strategies: &[Strategy],
+    options: &ReplayOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Advice> {
+    let objective = Objective::for_duration(plan.duration_us);
+    let specs: Vec<PoolSpec> = strategies.iter().flat_map(|&s| candidates(s, plan, options.capacity)).collect();
+    let total = specs.len() + strategies.len();
+    let results: Vec<Mutex<Option<Result<ReplayResult>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(specs.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(spec) = specs.get(i) else { break };
+                    let result = replay(plan, spec, options);
+                    *results[i].lock().expect("no replay panics while holding its slot") = Some(result);
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                }
+            });
+        }
+    });
+    let mut per_strategy: Vec<StrategyAdvice> = Vec::new();
+    for (spec, slot) in specs.iter().zip(results) {
+        let result = slot.into_inner().expect("no replay panics").expect("every candidate was replayed")?;
+        match per_strategy.iter_mut().find(|s| s.best.strategy == spec.strategy) {
+            Some(advice) => {
+                advice.tried += 1;
+                if objective.prefers(&result, &advice.best) {
+                    advice.best = result;
+                }
+            }
+            None => per_strategy.push(StrategyAdvice { best: result, tried: 1 }),
+        }
+    }
+    for advice in &mut per_strategy {
+        let spec = PoolSpec::parse(&advice.best.config).expect("a replay's config string parses");
+        let alone = replay(plan, &spec, options)?;
+        advice.best.replay_ns_per_event = alone.replay_ns_per_event;
+        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+    }
+    per_strategy.sort_by_key(|s| Strategy::ALL.iter().position(|&x| x == s.best.strategy));
+    let winner = per_strategy
+        .iter()
+        .map(|s| &s.best)
+        .reduce(|best, r| if objective.prefers(r, best) { r } else { best })
+        .expect("at least one strategy");
+    let reason = reason(plan, winner, &objective);
+    Ok(Advice {
+        trace: plan.name.clone(),
+        objective,
+        recommended: winner.strategy,
+        config: winner.config.clone(),
+        reason,
+        strategies: per_strategy,
+    })
+}
+
+/// One sentence: what the sizes look like and what the winner achieves.
+fn reason(plan: &ReplayPlan, winner: &ReplayResult, objective: &Objective) -> String {
+    let profile = SizeProfile::of(plan);
+    let sizes = profile.sizes_covering(0.95);
+    let shape = if sizes <= 32 {
+        format!("shapes are fixed: 95% of requests fall in {sizes} sizes")
+    } else {
+        format!("sizes vary: 95% of requests spread over {sizes} sizes")
+    };
+    let budget = if winner.driver_time_us <= objective.driver_budget_us { "within" } else { "over" };
+    format!(
+        "{shape}; the {} pool reserves {} at most for {} live (utilization {:.3}) and spends {:.1} ms in the \
+         driver, {budget} the budget of 1% of the trace's {:.1} s",
+        winner.strategy.name(),
+        human_bytes(winner.peak_reserved_bytes),
+        human_bytes(winner.peak_live_bytes),
+        winner.utilization,
+        winner.driver_time_us / 1000.0,
+        plan.duration_us as f64 / 1e6,
+    )
+}

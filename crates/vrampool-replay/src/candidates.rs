@@ -1,0 +1,83 @@
+//! The configurations `advise` tries for each strategy on a trace.
+
+use vrampool::{Cap, DynamicConfig, Fallback, FixedConfig, HybridConfig, MIB, PoolSpec, Strategy};
+
+use crate::replay_plan::ReplayPlan;
+use crate::size_profile::SizeProfile;
+
+/// Growth factors tried for the dynamic pool and the hybrid's region.
+const GROWTH_FACTORS: [f64; 5] = [1.05, 1.1, 1.25, 1.5, 2.0];
+/// Initial sizes tried: one chunk, the default, 1 GiB.
+const INITIAL_SIZES: [u64; 3] = [2 * MIB, 256 * MIB, 1024 * MIB];
+/// Coverages tried for the hybrid's learned classes.
+const COVERAGES: [f64; 3] = [0.8, 0.9, 0.95];
+/// Warm-up lengths tried for the hybrid.
+const WARMUPS: [u64; 2] = [1024, 4096];
+/// Watermarks tried for the hybrid.
+const WATERMARKS: [f64; 2] = [0.8, 0.95];
+/// Size percentiles tried as the fixed pool's block size.
+const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+
+/// The configurations tried for `strategy` on `plan`, on a device of `capacity` bytes.
+///
+/// - fixed: block sizes at the 50th to 100th percentile of request sizes, each with as many blocks as
+///   requests of at most that size were live at once, fallback to device segments;
+/// - dynamic: initial sizes 2 MiB, 256 MiB, 1 GiB × growth factors 1.05 to 2 × idle chunks reclaimed or
+///   not, on virtual memory;
+/// - hybrid: coverage 0.8 to 0.95 × warm-up 1024 or 4096 requests × watermark 0.8 or 0.95 × region growth
+///   factor 1.1 or 1.5.
+pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
+    let profile = SizeProfile::of(plan);
+    let mut specs = Vec::new();
+    match strategy {
+        Strategy::Fixed => {
+            let mut blocks: Vec<u64> = BLOCK_PERCENTILES.iter().map(|&p| profile.percentile(p).max(256)).collect();
+            blocks.dedup();
+            for block_size in blocks {
+                let count = SizeProfile::peak_live_up_to(plan, block_size).max(1);
+                if block_size.saturating_mul(count) > capacity {
+                    continue;
+                }
+                let fixed = FixedConfig { block_size, block_count: count, fallback: Fallback::Backend };
+                specs.push(PoolSpec { strategy, fixed, ..PoolSpec::default() });
+            }
+        }
+        Strategy::Dynamic => {
+            for initial_size in INITIAL_SIZES {
+                for growth_factor in GROWTH_FACTORS {
+                    for reclaim_idle in [true, false] {
+                        let dynamic =
+                            DynamicConfig { initial_size, growth_factor, reclaim_idle, ..DynamicConfig::default() };
+                        let hybrid = HybridConfig { dynamic, ..HybridConfig::default() };
+                        specs.push(PoolSpec { strategy, hybrid, ..PoolSpec::default() });
+                    }
+                }
+            }
+        }
+        Strategy::Hybrid => {
+            for coverage in COVERAGES {
+                for warmup_requests in WARMUPS {
+                    for watermark in WATERMARKS {
+                        for growth_factor in [1.1, 1.5] {
+                            let dynamic = DynamicConfig { growth_factor, ..DynamicConfig::default() };
+                            let hybrid = HybridConfig {
+                                coverage,
+                                warmup_requests,
+                                watermark,
+                                dynamic,
+                                ..HybridConfig::default()
+                            };
+                            specs.push(PoolSpec { strategy, hybrid, ..PoolSpec::default() });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for spec in &mut specs {
+        if spec.strategy != Strategy::Fixed {
+            spec.hybrid.dynamic.cap = Cap::Fraction(0.8);
+        }
+    }
+    specs
+}

@@ -1,0 +1,27 @@
+//! The one error type of trace replay.
+
+/// Result of a replay operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong while replaying, comparing or advising.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] vrampool_trace::Error),
+    /// A pool could not be made or refused an operation in a way a replay cannot go on from.
+    #[error("{trace}: {strategy} pool ({config}): {source}")]
+    Pool {
+        /// The trace's name.
+        trace: String,
+        /// The strategy.
+        strategy: &'static str,
+        /// The config string.
+        config: String,
+        /// What the pool said.
+        source: Box<vrampool::Error>,
+    },
+    /// The pool's event log could not be written.
+    #[error("writing the event log: {0}")]
+    EventLog(vrampool_trace::Error),
+}

@@ -1,0 +1,157 @@
+//! Running a plan through one pool on the simulated device.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vrampool::{
+    ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
+};
+use vrampool_trace::{Event, EventKind};
+
+use crate::error::{Error, Result};
+use crate::replay_plan::{Operation, ReplayPlan};
+use crate::replay_result::{ReplayResult, TimelinePoint};
+
+/// How a replay runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// The simulated device's memory in bytes. Default: 141 GB, an H200.
+    pub capacity: u64,
+    /// Points of live and reserved bytes kept along the replay. Default: 1000.
+    pub timeline_points: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions { capacity: SimDeviceConfig::default().capacity, timeline_points: 1000 }
+    }
+}
+
+/// Marks a slot whose allocation was refused (its free is skipped).
+const NO_BLOCK: u64 = u64::MAX;
+
+/// Replays `plan` through a pool made from `spec` on a fresh simulated device.
+///
+/// The hybrid pool runs deterministically (its background work inline) so that a replay repeats exactly.
+/// Allocations refused for lack of memory are counted and their frees skipped; any other pool error ends
+/// the replay. The pool's own CPU time is measured around the pool calls only.
+pub fn replay(plan: &ReplayPlan, spec: &PoolSpec, options: &ReplayOptions) -> Result<ReplayResult> {
+    replay_logged(plan, spec, options, &mut |_| Ok(()))
+}
+
+/// [`replay`], passing every allocation and free the pool performed, with the pool's addresses, to `log`.
+pub fn replay_logged(
+    plan: &ReplayPlan,
+    spec: &PoolSpec,
+    options: &ReplayOptions,
+    log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
+) -> Result<ReplayResult> {
+    // The config reported is the one given; the replay itself runs the hybrid's background work inline.
+    let config = spec.to_string();
+    let mut spec = spec.clone();
+    spec.hybrid.deterministic = true;
+    let pool_error = |source: PoolError| Error::Pool {
+        trace: plan.name.clone(),
+        strategy: spec.strategy.name(),
+        config: config.clone(),
+        source: Box::new(source),
+    };
+    let device = Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity)));
+    let pool = spec.build(device.clone()).map_err(pool_error)?;
+    let pool = &*pool;
+    let mut addrs = vec![NO_BLOCK; plan.slots as usize];
+    let mut sizes = vec![0u64; plan.slots as usize];
+    let mut start_time = plan.times_us.first().copied().unwrap_or(0);
+    for op in &plan.initial {
+        run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
+        if let Operation::Alloc { slot, size, stream } = *op
+            && addrs[slot as usize] != NO_BLOCK
+        {
+            log(Event::new(start_time, EventKind::Alloc, addrs[slot as usize], size, stream))
+                .map_err(Error::EventLog)?;
+        }
+    }
+    let total = plan.operations.len();
+    let step = total.div_ceil(options.timeline_points.max(1)).max(1);
+    let mut timeline = Vec::with_capacity(total / step + 2);
+    let sample = |done: usize, pool: &dyn Pool, timeline: &mut Vec<TimelinePoint>| {
+        let stats = pool.stats();
+        timeline.push(TimelinePoint {
+            operation: done as u64,
+            live_bytes: stats.allocated_bytes.current,
+            reserved_bytes: stats.reserved_bytes.current,
+        });
+    };
+    sample(0, pool, &mut timeline);
+    let mut busy = Duration::ZERO;
+    for (chunk_index, chunk) in plan.operations.chunks(step).enumerate() {
+        let first = chunk_index * step;
+        let started = Instant::now();
+        for op in chunk {
+            run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
+        }
+        busy += started.elapsed();
+        for (i, op) in chunk.iter().enumerate() {
+            start_time = plan.times_us[first + i];
+            let (kind, slot) = match *op {
+                Operation::Alloc { slot, .. } => (EventKind::Alloc, slot),
+                Operation::Free { slot } => (EventKind::Free, slot),
+            };
+            let addr = addrs[slot as usize];
+            // A freed slot keeps its address for the log; a refused one has none.
+            if addr != NO_BLOCK {
+                let stream = match *op {
+                    Operation::Alloc { stream, .. } => stream,
+                    Operation::Free { .. } => 0,
+                };
+                log(Event::new(start_time, kind, addr, sizes[slot as usize], stream)).map_err(Error::EventLog)?;
+            }
+        }
+        sample(first + chunk.len(), pool, &mut timeline);
+    }
+    let report = pool.report();
+    let stats = report.stats;
+    let counters = device.counters();
+    Ok(ReplayResult {
+        trace: plan.name.clone(),
+        strategy: spec.strategy,
+        config,
+        events: plan.events,
+        operations: (plan.initial.len() + total) as u64,
+        peak_live_bytes: stats.allocated_bytes.peak,
+        peak_reserved_bytes: stats.reserved_bytes.peak,
+        utilization: stats.utilization(),
+        fallbacks: stats.fallbacks,
+        ooms: stats.ooms,
+        backend_calls: counters.memory_calls(),
+        driver_time_us: counters.driver_time_ns as f64 / 1000.0,
+        replay_ns_per_event: busy.as_nanos() as f64 / plan.events.max(1) as f64,
+        classes: report
+            .classes
+            .iter()
+            .map(|c| ClassSpec { block_size: c.block_size, block_count: c.block_count })
+            .collect(),
+        stats,
+        timeline,
+    })
+}
+
+/// Runs one operation. A refused allocation leaves its slot empty; its free is then skipped.
+#[inline]
+fn run(pool: &dyn Pool, op: Operation, addrs: &mut [u64], sizes: &mut [u64]) -> vrampool::Result<()> {
+    match op {
+        Operation::Alloc { slot, size, stream } => match pool.allocate(size, DEFAULT_ALIGNMENT, StreamId(stream)) {
+            Ok(allocation) => {
+                addrs[slot as usize] = allocation.addr;
+                sizes[slot as usize] = size;
+                Ok(())
+            }
+            Err(err) if err.is_out_of_memory() => Ok(()),
+            Err(err) => Err(err),
+        },
+        Operation::Free { slot } => match addrs[slot as usize] {
+            NO_BLOCK => Ok(()),
+            addr => pool.free(addr),
+        },
+    }
+}

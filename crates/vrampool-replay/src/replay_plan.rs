@@ -1,0 +1,131 @@
+//! A trace turned into the operations a pool sees.
+
+use rustc_hash::FxHashMap;
+use vrampool_trace::{EventKind, Trace};
+
+/// One operation of a replay. Allocations are numbered (slots) so the replay needs no address lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// Allocate `size` bytes on `stream` into `slot`.
+    Alloc {
+        /// The allocation's number.
+        slot: u32,
+        /// Bytes requested.
+        size: u64,
+        /// The stream label.
+        stream: u64,
+    },
+    /// Free the allocation in `slot`.
+    Free {
+        /// The allocation's number.
+        slot: u32,
+    },
+}
+
+/// The operations of a trace, in order, with what the replay reports alongside.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayPlan {
+    /// The trace's name.
+    pub name: String,
+    /// Blocks live before the first event (a snapshot's ring buffer dropped their allocation).
+    pub initial: Vec<Operation>,
+    /// The operations.
+    pub operations: Vec<Operation>,
+    /// Each operation's trace time in microseconds (for the pool's event log).
+    pub times_us: Vec<i64>,
+    /// Slots used.
+    pub slots: u32,
+    /// Events in the trace.
+    pub events: u64,
+    /// Microseconds from the first event to the last.
+    pub duration_us: i64,
+}
+
+impl ReplayPlan {
+    /// The plan of `trace`: its allocations and the frees that make blocks reusable (PyTorch's
+    /// `free_completed`); segment events, refused allocations and frees of blocks never seen are left out.
+    pub fn from_trace(trace: &Trace) -> Self {
+        let mut plan = ReplayPlan {
+            name: trace.name.clone(),
+            events: trace.events.len() as u64,
+            duration_us: match (trace.events.first(), trace.events.last()) {
+                (Some(first), Some(last)) => last.time_us - first.time_us,
+                _ => 0,
+            },
+            ..ReplayPlan::default()
+        };
+        let mut slots: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut next = 0u32;
+        for block in &trace.initial_live {
+            slots.insert(block.addr, next);
+            plan.initial.push(Operation::Alloc { slot: next, size: block.size, stream: block.stream });
+            next += 1;
+        }
+        for event in &trace.events {
+            match event.kind {
+                EventKind::Alloc if event.size > 0 => {
+                    if let Some(old) = slots.insert(event.addr, next) {
+                        // An address allocated twice without a free: the trace lost the free.
+                        plan.operations.push(Operation::Free { slot: old });
+                        plan.times_us.push(event.time_us);
+                    }
+                    plan.operations.push(Operation::Alloc { slot: next, size: event.size, stream: event.stream });
+                    plan.times_us.push(event.time_us);
+                    next += 1;
+                }
+                EventKind::Free => {
+                    if let Some(slot) = slots.remove(&event.addr) {
+                        plan.operations.push(Operation::Free { slot });
+                        plan.times_us.push(event.time_us);
+                    }
+                }
+                _ => {}
+            }
+        }
+        plan.slots = next;
+        plan
+    }
+
+    /// Requested sizes of every allocation, the initial blocks included.
+    pub fn allocation_sizes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.initial.iter().chain(&self.operations).filter_map(|op| match *op {
+            Operation::Alloc { size, .. } => Some(size),
+            Operation::Free { .. } => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrampool_trace::{Event, LiveBlock};
+
+    #[test]
+    fn allocations_and_reusable_frees_become_operations() {
+        let trace = Trace {
+            name: "t".into(),
+            events: vec![
+                Event::new(0, EventKind::SegmentAlloc, 0x1000, 4096, 0),
+                Event::new(1, EventKind::Alloc, 0x1000, 100, 0),
+                Event::new(2, EventKind::FreeRequested, 0x1000, 100, 0),
+                Event::new(3, EventKind::Free, 0x1000, 100, 0),
+                Event::new(4, EventKind::Free, 0x9000, 50, 0),
+                Event::new(5, EventKind::Alloc, 0x2000, 0, 0),
+            ],
+            initial_live: vec![LiveBlock { addr: 0x9000, size: 50, stream: 0 }],
+            ..Trace::default()
+        };
+        let plan = ReplayPlan::from_trace(&trace);
+        assert_eq!(plan.initial, vec![Operation::Alloc { slot: 0, size: 50, stream: 0 }]);
+        assert_eq!(
+            plan.operations,
+            vec![
+                Operation::Alloc { slot: 1, size: 100, stream: 0 },
+                Operation::Free { slot: 1 },
+                Operation::Free { slot: 0 }
+            ]
+        );
+        assert_eq!((plan.slots, plan.events, plan.duration_us), (2, 6, 5));
+        assert_eq!(plan.allocation_sizes().collect::<Vec<_>>(), vec![50, 100]);
+    }
+}

@@ -1,0 +1,52 @@
+//! What one replay measured.
+
+use serde::{Deserialize, Serialize};
+use vrampool::{ClassSpec, PoolStats, Strategy};
+
+/// Live and reserved bytes after some operation of a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// Operations done so far.
+    pub operation: u64,
+    /// Bytes live.
+    pub live_bytes: u64,
+    /// Bytes reserved.
+    pub reserved_bytes: u64,
+}
+
+/// The measures of one strategy on one trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayResult {
+    /// The trace's name.
+    pub trace: String,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The config string.
+    pub config: String,
+    /// Events in the trace.
+    pub events: u64,
+    /// Allocations and frees replayed.
+    pub operations: u64,
+    /// The most bytes live at once (requested sizes).
+    pub peak_live_bytes: u64,
+    /// The most bytes reserved at once.
+    pub peak_reserved_bytes: u64,
+    /// Peak live over peak reserved.
+    pub utilization: f64,
+    /// Requests served outside the strategy's main structure.
+    pub fallbacks: u64,
+    /// Requests refused for lack of memory.
+    pub ooms: u64,
+    /// Device calls (allocate, free, reserve, map, unmap, move).
+    pub backend_calls: u64,
+    /// The cost model's time in the driver, in microseconds.
+    pub driver_time_us: f64,
+    /// The pool's own CPU time per trace event, in nanoseconds.
+    pub replay_ns_per_event: f64,
+    /// The pool's counters at the end.
+    pub stats: PoolStats,
+    /// The hybrid's classes at the end (empty for other strategies).
+    pub classes: Vec<ClassSpec>,
+    /// Live and reserved bytes along the replay.
+    pub timeline: Vec<TimelinePoint>,
+}
