@@ -53,13 +53,25 @@ impl CudaVirtual {
     /// The backend for device `ordinal`; an error (never a panic) where the driver library is missing,
     /// the device does not exist or lacks virtual memory management.
     pub fn new(ordinal: usize) -> Result<Self, CudaError> {
+        Self::with_page_size(ordinal, None)
+    }
+
+    /// The backend for device `ordinal` with physical pages of `page` bytes (a multiple of the device's
+    /// granularity; the granularity itself when `None`). Each page is one physical allocation, so larger
+    /// pages mean fewer driver calls for the same memory, and coarser moving and trimming.
+    pub fn with_page_size(ordinal: usize, page: Option<u64>) -> Result<Self, CudaError> {
         let library = CudaLibrary::load()?;
         let driver = CudaDriver::open(&library, ordinal)?;
-        Self::with_driver(Arc::new(driver))
+        Self::with_driver_and_page(Arc::new(driver), page)
     }
 
     /// The backend over any driver (the real one, or a simulated one in tests).
     pub(crate) fn with_driver(driver: Arc<dyn Driver>) -> Result<Self, CudaError> {
+        Self::with_driver_and_page(driver, None)
+    }
+
+    /// The backend over any driver with pages of `page` bytes.
+    pub(crate) fn with_driver_and_page(driver: Arc<dyn Driver>, page: Option<u64>) -> Result<Self, CudaError> {
         let ordinal = driver.ordinal();
         let context = DeviceContext::new(driver, format!("cuda-virtual:{ordinal}"))?;
         if !context.driver().virtual_memory_supported()? {
@@ -73,6 +85,11 @@ impl CudaVirtual {
                 name: format!("CUDA_ERROR_INVALID_VALUE (granularity {granularity} is not a power of two)"),
             });
         }
+        let granularity = match page {
+            None => granularity,
+            Some(page) if page > 0 && page % granularity == 0 => page,
+            Some(page) => return Err(CudaError::PageSize { page, granularity }),
+        };
         Ok(CudaVirtual {
             context,
             granularity,
@@ -509,6 +526,25 @@ mod tests {
 
     fn memory_calls(fake: &FakeDriver) -> Vec<&'static str> {
         fake.calls().into_iter().filter(|c| c.starts_with("cuMem")).collect()
+    }
+
+    #[test]
+    fn larger_pages_are_one_physical_allocation_each() {
+        let fake = FakeDriver::standard();
+        let v = CudaVirtual::with_driver_and_page(fake.clone(), Some(4 * G)).unwrap();
+        assert_eq!(v.granularity(), Some(4 * G));
+        let r = v.reserve_range(16 * G).unwrap();
+        v.map(r, 8 * G).unwrap();
+        assert_eq!(fake.live_handles(), 2, "two pages of 8 MiB");
+        assert_eq!(fake.used(), 8 * G);
+        assert!(v.map(r + 8 * G, G).is_err(), "a part of a page is refused");
+        v.unmap(r, 8 * G).unwrap();
+        v.release_range(r, 16 * G).unwrap();
+        let err = CudaVirtual::with_driver_and_page(FakeDriver::standard(), Some(3 * MIB)).unwrap_err();
+        assert!(
+            matches!(err, CudaError::PageSize { page, granularity } if page == 3 * MIB && granularity == G),
+            "{err}"
+        );
     }
 
     #[test]

@@ -54,6 +54,15 @@ pub enum CudaError {
         count: usize,
     },
 
+    /// A page size that is not a multiple of the device's virtual-memory granularity.
+    #[error("a page of {page} bytes is not a positive multiple of the device's {granularity}-byte granularity")]
+    PageSize {
+        /// The page size asked for.
+        page: u64,
+        /// The device's granularity.
+        granularity: u64,
+    },
+
     /// Virtual memory management asked of a device that lacks it.
     #[error("CUDA device {ordinal} does not support virtual memory management (cuMemCreate/cuMemMap)")]
     VirtualMemoryUnsupported {
@@ -154,6 +163,7 @@ impl CudaError {
             CudaError::DriverNotFound { .. } | CudaError::MissingSymbol { .. } => "cuInit",
             CudaError::NoDevice { .. } => "cuDeviceGet",
             CudaError::VirtualMemoryUnsupported { .. } => "cuMemCreate",
+            CudaError::PageSize { .. } => "cuMemGetAllocationGranularity",
             CudaError::UnknownStream { .. } | CudaError::ForeignStream { .. } => "stream",
             CudaError::UnknownEvent { .. } => "event",
             CudaError::ForeignPool { .. } | CudaError::BadSliceLength { .. } => "slice",

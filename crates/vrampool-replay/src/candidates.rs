@@ -7,8 +7,11 @@ use crate::size_profile::SizeProfile;
 
 /// Growth factors tried for the dynamic pool and the hybrid's region.
 const GROWTH_FACTORS: [f64; 5] = [1.05, 1.1, 1.25, 1.5, 2.0];
-/// Initial sizes tried: one chunk, the default, 1 GiB.
-const INITIAL_SIZES: [u64; 3] = [2 * MIB, 256 * MIB, 1024 * MIB];
+/// Initial sizes tried: one page, the default.
+const INITIAL_SIZES: [u64; 2] = [2 * MIB, 256 * MIB];
+/// Physical page sizes tried on virtual memory: the H200's granularity, and larger pages that need fewer
+/// driver calls.
+const PAGE_SIZES: [u64; 3] = [2 * MIB, 8 * MIB, 32 * MIB];
 /// Coverages tried for the hybrid's learned classes.
 const COVERAGES: [f64; 3] = [0.8, 0.9, 0.95];
 /// Warm-up lengths tried for the hybrid.
@@ -22,10 +25,10 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 ///
 /// - fixed: block sizes at the 50th to 100th percentile of request sizes, each with as many blocks as
 ///   requests of at most that size were live at once, fallback to device segments;
-/// - dynamic: initial sizes 2 MiB, 256 MiB, 1 GiB × growth factors 1.05 to 2 × idle chunks reclaimed or
-///   not, on virtual memory;
-/// - hybrid: coverage 0.8 to 0.95 × warm-up 1024 or 4096 requests × watermark 0.8 or 0.95 × region growth
-///   factor 1.1 or 1.5.
+/// - dynamic: pages of 2, 8 or 32 MiB × initial size one page or 256 MiB × growth factors 1.05 to 2 × idle
+///   pages reclaimed or not, on virtual memory;
+/// - hybrid: pages of 2, 8 or 32 MiB × coverage 0.8 to 0.95 × warm-up 1024 or 4096 requests × watermark
+///   0.8 or 0.95 × region growth factor 1.1 or 1.5.
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -43,31 +46,35 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
             }
         }
         Strategy::Dynamic => {
-            for initial_size in INITIAL_SIZES {
-                for growth_factor in GROWTH_FACTORS {
-                    for reclaim_idle in [true, false] {
-                        let dynamic =
-                            DynamicConfig { initial_size, growth_factor, reclaim_idle, ..DynamicConfig::default() };
-                        let hybrid = HybridConfig { dynamic, ..HybridConfig::default() };
-                        specs.push(PoolSpec { strategy, hybrid, ..PoolSpec::default() });
+            for page in PAGE_SIZES {
+                for initial_size in INITIAL_SIZES.map(|size| size.max(page)) {
+                    for growth_factor in GROWTH_FACTORS {
+                        for reclaim_idle in [true, false] {
+                            let dynamic =
+                                DynamicConfig { initial_size, growth_factor, reclaim_idle, ..DynamicConfig::default() };
+                            let hybrid = HybridConfig { dynamic, ..HybridConfig::default() };
+                            specs.push(PoolSpec { strategy, hybrid, page_size: Some(page), ..PoolSpec::default() });
+                        }
                     }
                 }
             }
         }
         Strategy::Hybrid => {
-            for coverage in COVERAGES {
-                for warmup_requests in WARMUPS {
-                    for watermark in WATERMARKS {
-                        for growth_factor in [1.1, 1.5] {
-                            let dynamic = DynamicConfig { growth_factor, ..DynamicConfig::default() };
-                            let hybrid = HybridConfig {
-                                coverage,
-                                warmup_requests,
-                                watermark,
-                                dynamic,
-                                ..HybridConfig::default()
-                            };
-                            specs.push(PoolSpec { strategy, hybrid, ..PoolSpec::default() });
+            for page in PAGE_SIZES {
+                for coverage in COVERAGES {
+                    for warmup_requests in WARMUPS {
+                        for watermark in WATERMARKS {
+                            for growth_factor in [1.1, 1.5] {
+                                let dynamic = DynamicConfig { growth_factor, ..DynamicConfig::default() };
+                                let hybrid = HybridConfig {
+                                    coverage,
+                                    warmup_requests,
+                                    watermark,
+                                    dynamic,
+                                    ..HybridConfig::default()
+                                };
+                                specs.push(PoolSpec { strategy, hybrid, page_size: Some(page), ..PoolSpec::default() });
+                            }
                         }
                     }
                 }

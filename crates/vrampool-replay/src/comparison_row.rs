@@ -77,11 +77,11 @@ impl ComparisonRow {
                 }
                 EventKind::SegmentMap => {
                     calls += 1;
-                    driver_ns += cost.map(event.size.div_ceil(GRANULARITY));
+                    driver_ns += cost.map(event.size.div_ceil(GRANULARITY), GRANULARITY);
                 }
                 EventKind::SegmentUnmap => {
                     calls += 1;
-                    driver_ns += cost.unmap(event.size.div_ceil(GRANULARITY));
+                    driver_ns += cost.unmap(event.size.div_ceil(GRANULARITY), GRANULARITY);
                 }
                 EventKind::Oom => ooms += 1,
                 _ => {}

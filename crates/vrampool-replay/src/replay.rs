@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrampool::{
-    ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
+    ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, MIB, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
 };
 use vrampool_trace::{Event, EventKind};
 
@@ -56,7 +56,9 @@ pub fn replay_logged(
         config: config.clone(),
         source: Box::new(source),
     };
-    let device = Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity)));
+    let page = spec.page_size.unwrap_or(SimDeviceConfig::default().granularity.unwrap_or(2 * MIB));
+    let device =
+        Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page))));
     let pool = spec.build(device.clone()).map_err(pool_error)?;
     let pool = &*pool;
     let mut addrs = vec![NO_BLOCK; plan.slots as usize];

@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | `strategy` | `fixed`, `dynamic`, `hybrid` | `hybrid` |
 //! | `backend` | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
+//! | `page_size` | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the granularity (2 MiB) |
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool | 256MiB, 1.5, 0.8, auto, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
@@ -94,6 +95,9 @@ pub struct PoolSpec {
     pub strategy: Strategy,
     /// The device, where the string names one.
     pub backend: Option<BackendKind>,
+    /// Bytes per physical page on a virtual-memory device, where the string names it (the device's
+    /// granularity otherwise).
+    pub page_size: Option<u64>,
     /// The fixed pool's configuration.
     pub fixed: FixedConfig,
     /// The hybrid's configuration; its `dynamic` field is also the dynamic pool's configuration.
@@ -184,6 +188,13 @@ impl PoolSpec {
                     _ => return Err(bad(key, format!("`{value}` is not one of sim, host, cuda, cuda-vm"))),
                 })
             }
+            "page_size" => {
+                let page = bytes(key, value)?;
+                if page == 0 || page % MIB != 0 {
+                    return Err(bad(key, format!("`{value}` is not a positive multiple of 1 MiB")));
+                }
+                self.page_size = Some(page);
+            }
             "block_size" => self.fixed.block_size = bytes(key, value)?,
             "block_count" => self.fixed.block_count = number(key, value)?,
             "fallback" => {
@@ -265,6 +276,9 @@ impl PoolSpec {
         let mut keys = vec![("strategy", self.strategy.name().to_string())];
         if let Some(backend) = self.backend {
             keys.push(("backend", backend.name().to_string()));
+        }
+        if let Some(page) = self.page_size {
+            keys.push(("page_size", format_bytes(page)));
         }
         let mut push = |key: &'static str, value: String, default_value: String| {
             if value != default_value {
@@ -357,6 +371,7 @@ mod tests {
             "strategy=dynamic,initial_size=1GiB,growth_factor=1.25,cap=0.5,virtual_memory=off",
             "strategy=dynamic,cap=64GiB,reclaim_idle=false",
             "strategy=hybrid,backend=host,classes=4KiBx512+1MiBx64,coverage=0.95,watermark=0.7,deterministic=true",
+            "strategy=dynamic,page_size=32MiB,growth_factor=1.1",
             "strategy=hybrid,growth_factor=1.1,warmup=1000,max_waste=0.25,max_classes=16,headroom=1.5",
         ] {
             let spec = PoolSpec::parse(text).unwrap();
@@ -375,6 +390,7 @@ mod tests {
             ("classes=4KiB", "classes"),
             ("deterministic=maybe", "deterministic"),
             ("watermark", "watermark"),
+            ("page_size=3KiB", "page_size"),
         ] {
             match PoolSpec::parse(text) {
                 Err(Error::BadConfigString { key: k, .. }) => assert_eq!(k, key, "{text}"),

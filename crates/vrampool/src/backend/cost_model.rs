@@ -8,10 +8,11 @@ use crate::units::{GIB, KIB, MIB};
 /// time a strategy would spend in the driver.
 ///
 /// The defaults are the anchors measured on H200 machines (driver 580, CUDA 13.0): `cuMemAlloc`+`cuMemFree`
-/// 86 to 120 µs per pair from 4 KiB to 16 MiB, 0.46 ms at 256 MiB and 0.95 ms at 1 GiB; `cuMemCreate`
-/// 10 to 21 µs, `cuMemMap` 0.9 to 2 µs, `cuMemSetAccess` 26 to 42 µs for one chunk or a whole range,
-/// `cuMemUnmap` 16 to 24 µs, `cuMemRelease` 11 µs for a 2 MiB chunk (the middle of each span is used).
-/// Fields marked *estimate* were not measured.
+/// 86 to 120 µs per pair from 4 KiB to 16 MiB, 0.46 ms at 256 MiB and 0.95 ms at 1 GiB; per physical page
+/// of 2 MiB to 128 MiB, `cuMemCreate` 10 to 21 µs, `cuMemMap` 0.9 to 2 µs, `cuMemUnmap` 16 to 24 µs,
+/// `cuMemRelease` 11 µs (2 MiB) to 99 µs (128 MiB) (taken as growing linearly with the page between the two
+/// ends); `cuMemSetAccess` 26 to 42 µs for one page or a whole range (34 µs per call). Fields marked
+/// *estimate* were not measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
     /// One segment allocation plus its free, as `(segment bytes, nanoseconds)` points; linear between points
@@ -21,16 +22,16 @@ pub struct CostModel {
     pub reserve_range_ns: u64,
     /// Releasing an address range (`cuMemAddressFree`); estimate.
     pub release_range_ns: u64,
-    /// Creating one granularity-sized chunk of physical memory (`cuMemCreate`).
-    pub create_chunk_ns: u64,
-    /// Mapping one chunk (`cuMemMap`).
-    pub map_chunk_ns: u64,
+    /// Creating one page of physical memory (`cuMemCreate`), as `(page bytes, nanoseconds)` points.
+    pub create_page_ns: Vec<(u64, u64)>,
+    /// Mapping one page (`cuMemMap`), as points.
+    pub map_page_ns: Vec<(u64, u64)>,
     /// Granting access to a mapped range, one call per batch (`cuMemSetAccess`).
     pub set_access_ns: u64,
-    /// Unmapping one chunk (`cuMemUnmap`).
-    pub unmap_chunk_ns: u64,
-    /// Giving one chunk's physical memory back (`cuMemRelease`).
-    pub release_chunk_ns: u64,
+    /// Unmapping one page (`cuMemUnmap`), as points.
+    pub unmap_page_ns: Vec<(u64, u64)>,
+    /// Giving one page's physical memory back (`cuMemRelease`), as points.
+    pub release_page_ns: Vec<(u64, u64)>,
     /// Recording an event (`cuEventRecord`); estimate.
     pub record_event_ns: u64,
     /// Asking whether an event completed (`cuEventQuery`); estimate.
@@ -43,19 +44,40 @@ pub struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
+        let small = 2 * MIB;
+        let large = 128 * MIB;
         CostModel {
             segment_pair_ns: vec![(4 * KIB, 86_000), (16 * MIB, 120_000), (256 * MIB, 460_000), (GIB, 950_000)],
             reserve_range_ns: 10_000,
             release_range_ns: 10_000,
-            create_chunk_ns: 15_500,
-            map_chunk_ns: 1_500,
+            create_page_ns: vec![(small, 10_000), (large, 21_000)],
+            map_page_ns: vec![(small, 900), (large, 2_000)],
             set_access_ns: 34_000,
-            unmap_chunk_ns: 20_000,
-            release_chunk_ns: 11_000,
+            unmap_page_ns: vec![(small, 16_000), (large, 24_000)],
+            release_page_ns: vec![(small, 11_000), (large, 99_000)],
             record_event_ns: 2_000,
             query_event_ns: 500,
             wait_event_ns: 1_000,
             synchronize_ns: 10_000,
+        }
+    }
+}
+
+/// The value at `x` of the line through `points`: linear between points and beyond the last two, the first
+/// value below the first point, never negative.
+fn interpolate(points: &[(u64, u64)], x: u64) -> u64 {
+    match points.len() {
+        0 => 0,
+        1 => points[0].1,
+        _ => {
+            let index = points.partition_point(|&(at, _)| at <= x);
+            let (lo, hi) = match index {
+                0 => return points[0].1,
+                i if i >= points.len() => (points[points.len() - 2], points[points.len() - 1]),
+                i => (points[i - 1], points[i]),
+            };
+            let slope = (hi.1 as f64 - lo.1 as f64) / (hi.0 - lo.0) as f64;
+            (lo.1 as f64 + slope * (x as f64 - lo.0 as f64)).max(0.0) as u64
         }
     }
 }
@@ -67,11 +89,11 @@ impl CostModel {
             segment_pair_ns: vec![(0, 0)],
             reserve_range_ns: 0,
             release_range_ns: 0,
-            create_chunk_ns: 0,
-            map_chunk_ns: 0,
+            create_page_ns: vec![(0, 0)],
+            map_page_ns: vec![(0, 0)],
             set_access_ns: 0,
-            unmap_chunk_ns: 0,
-            release_chunk_ns: 0,
+            unmap_page_ns: vec![(0, 0)],
+            release_page_ns: vec![(0, 0)],
             record_event_ns: 0,
             query_event_ns: 0,
             wait_event_ns: 0,
@@ -81,22 +103,7 @@ impl CostModel {
 
     /// The cost of a segment allocation plus its free at `size` bytes.
     pub fn segment_pair(&self, size: u64) -> u64 {
-        let points = &self.segment_pair_ns;
-        match points.len() {
-            0 => 0,
-            1 => points[0].1,
-            _ => {
-                let index = points.partition_point(|&(s, _)| s <= size);
-                let (lo, hi) = match index {
-                    0 => return points[0].1,
-                    i if i >= points.len() => (points[points.len() - 2], points[points.len() - 1]),
-                    i => (points[i - 1], points[i]),
-                };
-                let span = (hi.0 - lo.0) as f64;
-                let slope = (hi.1 as f64 - lo.1 as f64) / span;
-                (lo.1 as f64 + slope * (size as f64 - lo.0 as f64)).max(0.0) as u64
-            }
-        }
+        interpolate(&self.segment_pair_ns, size)
     }
 
     /// The cost of allocating a segment of `size` bytes.
@@ -110,19 +117,19 @@ impl CostModel {
         pair - pair / 2
     }
 
-    /// The cost of mapping `chunks` new chunks in one batch.
-    pub fn map(&self, chunks: u64) -> u64 {
-        chunks * (self.create_chunk_ns + self.map_chunk_ns) + self.set_access_ns
+    /// The cost of creating and mapping `pages` new pages of `page` bytes in one batch.
+    pub fn map(&self, pages: u64, page: u64) -> u64 {
+        pages * (interpolate(&self.create_page_ns, page) + interpolate(&self.map_page_ns, page)) + self.set_access_ns
     }
 
-    /// The cost of unmapping and releasing `chunks` chunks.
-    pub fn unmap(&self, chunks: u64) -> u64 {
-        chunks * (self.unmap_chunk_ns + self.release_chunk_ns)
+    /// The cost of unmapping and releasing `pages` pages of `page` bytes.
+    pub fn unmap(&self, pages: u64, page: u64) -> u64 {
+        pages * (interpolate(&self.unmap_page_ns, page) + interpolate(&self.release_page_ns, page))
     }
 
-    /// The cost of moving `chunks` chunks' physical memory to new addresses in one batch.
-    pub fn remap(&self, chunks: u64) -> u64 {
-        chunks * (self.unmap_chunk_ns + self.map_chunk_ns) + self.set_access_ns
+    /// The cost of moving `pages` pages of `page` bytes to new addresses in one batch.
+    pub fn remap(&self, pages: u64, page: u64) -> u64 {
+        pages * (interpolate(&self.unmap_page_ns, page) + interpolate(&self.map_page_ns, page)) + self.set_access_ns
     }
 }
 
@@ -145,10 +152,14 @@ mod tests {
     }
 
     #[test]
-    fn batching_saves_the_access_call() {
+    fn batching_saves_the_access_call_and_large_pages_cost_less_per_byte() {
         let model = CostModel::default();
-        assert!(model.map(4) < 4 * model.map(1));
-        assert_eq!(model.map(4) - model.map(3), model.create_chunk_ns + model.map_chunk_ns);
-        assert_eq!(CostModel::free().map(10), 0);
+        let g = 2 * MIB;
+        assert!(model.map(4, g) < 4 * model.map(1, g));
+        assert_eq!(model.map(4, g) - model.map(3, g), 10_000 + 900);
+        assert_eq!(model.unmap(1, 128 * MIB), 24_000 + 99_000);
+        // 64 MiB as 32 pages of 2 MiB or one page of 64 MiB.
+        assert!(model.map(1, 64 * MIB) * 5 < model.map(32, g), "{} {}", model.map(1, 64 * MIB), model.map(32, g));
+        assert_eq!(CostModel::free().map(10, g), 0);
     }
 }

@@ -236,7 +236,7 @@ impl DeviceLedger {
         self.set_chunks(base, first, count, true);
         self.counters.map_calls += 1;
         self.counters.chunks_mapped += count as u64;
-        self.add_time(self.cost.map(count as u64));
+        self.add_time(self.cost.map(count as u64, self.granularity.unwrap_or(1)));
         Ok(())
     }
 
@@ -251,7 +251,7 @@ impl DeviceLedger {
         self.counters.used_bytes -= size;
         self.counters.unmap_calls += 1;
         self.counters.chunks_unmapped += count as u64;
-        self.add_time(self.cost.unmap(count as u64));
+        self.add_time(self.cost.unmap(count as u64, self.granularity.unwrap_or(1)));
         Ok(())
     }
 
@@ -268,7 +268,7 @@ impl DeviceLedger {
         self.set_chunks(to_base, to_first, count, true);
         self.counters.remap_calls += 1;
         self.counters.chunks_moved += count as u64;
-        self.add_time(self.cost.remap(count as u64));
+        self.add_time(self.cost.remap(count as u64, self.granularity.unwrap_or(1)));
         Ok(())
     }
 
