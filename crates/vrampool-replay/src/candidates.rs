@@ -5,19 +5,21 @@ use vrampool::{Cap, DynamicConfig, Fallback, FixedConfig, HybridConfig, MIB, Poo
 use crate::replay_plan::ReplayPlan;
 use crate::size_profile::SizeProfile;
 
-/// Growth factors tried for the dynamic pool and the hybrid's region.
-const GROWTH_FACTORS: [f64; 5] = [1.05, 1.1, 1.25, 1.5, 2.0];
+/// Growth factors tried for the dynamic pool.
+const GROWTH_FACTORS: [f64; 6] = [1.01, 1.05, 1.1, 1.25, 1.5, 2.0];
+/// Growth factors tried for the hybrid's region.
+const REGION_GROWTH_FACTORS: [f64; 3] = [1.01, 1.05, 1.1];
+/// Rounding-waste bounds tried for the hybrid's classes.
+const MAX_WASTES: [f64; 2] = [0.03, 0.125];
 /// Initial sizes tried: one page, the default.
 const INITIAL_SIZES: [u64; 2] = [2 * MIB, 256 * MIB];
 /// Physical page sizes tried on virtual memory: the H200's granularity, and larger pages that need fewer
 /// driver calls.
 const PAGE_SIZES: [u64; 3] = [2 * MIB, 8 * MIB, 32 * MIB];
 /// Coverages tried for the hybrid's learned classes.
-const COVERAGES: [f64; 3] = [0.8, 0.9, 0.95];
+const COVERAGES: [f64; 2] = [0.8, 0.95];
 /// Warm-up lengths tried for the hybrid.
 const WARMUPS: [u64; 2] = [1024, 4096];
-/// Watermarks tried for the hybrid.
-const WATERMARKS: [f64; 2] = [0.8, 0.95];
 /// Size percentiles tried as the fixed pool's block size.
 const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 
@@ -25,10 +27,10 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 ///
 /// - fixed: block sizes at the 50th to 100th percentile of request sizes, each with as many blocks as
 ///   requests of at most that size were live at once, fallback to device segments;
-/// - dynamic: pages of 2, 8 or 32 MiB × initial size one page or 256 MiB × growth factors 1.05 to 2 × idle
+/// - dynamic: pages of 2, 8 or 32 MiB × initial size one page or 256 MiB × growth factors 1.01 to 2 × idle
 ///   pages reclaimed or not, on virtual memory;
-/// - hybrid: pages of 2, 8 or 32 MiB × coverage 0.8 to 0.95 × warm-up 1024 or 4096 requests × watermark
-///   0.8 or 0.95 × region growth factor 1.1 or 1.5.
+/// - hybrid: pages of 2, 8 or 32 MiB × rounding waste 3% or 12.5% × coverage 0.8 or 0.95 × warm-up 1024 or
+///   4096 requests × region growth factor 1.01 to 1.1 (watermark 0.8).
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -52,8 +54,7 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                         for reclaim_idle in [true, false] {
                             let dynamic =
                                 DynamicConfig { initial_size, growth_factor, reclaim_idle, ..DynamicConfig::default() };
-                            let hybrid = HybridConfig { dynamic, ..HybridConfig::default() };
-                            specs.push(PoolSpec { strategy, hybrid, page_size: Some(page), ..PoolSpec::default() });
+                            specs.push(PoolSpec { strategy, dynamic, page_size: Some(page), ..PoolSpec::default() });
                         }
                     }
                 }
@@ -61,15 +62,15 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
         }
         Strategy::Hybrid => {
             for page in PAGE_SIZES {
-                for coverage in COVERAGES {
-                    for warmup_requests in WARMUPS {
-                        for watermark in WATERMARKS {
-                            for growth_factor in [1.1, 1.5] {
+                for max_rounding_waste in MAX_WASTES {
+                    for coverage in COVERAGES {
+                        for warmup_requests in WARMUPS {
+                            for growth_factor in REGION_GROWTH_FACTORS {
                                 let dynamic = DynamicConfig { growth_factor, ..DynamicConfig::default() };
                                 let hybrid = HybridConfig {
                                     coverage,
                                     warmup_requests,
-                                    watermark,
+                                    max_rounding_waste,
                                     dynamic,
                                     ..HybridConfig::default()
                                 };
@@ -82,9 +83,8 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
         }
     }
     for spec in &mut specs {
-        if spec.strategy != Strategy::Fixed {
-            spec.hybrid.dynamic.cap = Cap::Fraction(0.8);
-        }
+        spec.dynamic.cap = Cap::Fraction(0.8);
+        spec.hybrid.dynamic.cap = Cap::Fraction(0.8);
     }
     specs
 }

@@ -26,6 +26,7 @@
 
 mod backend;
 mod block_stack;
+mod block_states;
 mod buffer;
 mod dynamic;
 mod error;
@@ -51,7 +52,7 @@ pub use backend::{
     SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
-pub use dynamic::{Cap, ChunkDonor, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
+pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
 pub use error::{Error, Result};
 pub use fixed::{Fallback, FixedConfig, FixedPool};
 pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses};

@@ -11,7 +11,9 @@
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool | 256MiB, 1.5, 0.8, auto, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `max_classes`, `headroom`, `watermark`, `deterministic` | hybrid | 4096, 0.9, 0.125, 128, 2.0, 0.8, false |
+//! | `warmup`, `coverage`, `max_waste`, `max_classes`, `headroom`, `watermark`, `deterministic` | hybrid | 4096, 0.9, 0.03, 128, 2.0, 0.8, false |
+//!
+//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01.
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
@@ -100,7 +102,9 @@ pub struct PoolSpec {
     pub page_size: Option<u64>,
     /// The fixed pool's configuration.
     pub fixed: FixedConfig,
-    /// The hybrid's configuration; its `dynamic` field is also the dynamic pool's configuration.
+    /// The dynamic pool's configuration.
+    pub dynamic: DynamicConfig,
+    /// The hybrid's configuration, its region's included.
     pub hybrid: HybridConfig,
 }
 
@@ -160,6 +164,33 @@ fn boolean(key: &str, value: &str) -> Result<bool> {
     }
 }
 
+/// The keys of the dynamic pool and the hybrid's region.
+const DYNAMIC_KEYS: [&str; 5] = ["initial_size", "growth_factor", "cap", "virtual_memory", "reclaim_idle"];
+
+/// Sets one of [`DYNAMIC_KEYS`] on `dynamic`.
+fn set_dynamic(dynamic: &mut DynamicConfig, key: &str, value: &str) -> Result<()> {
+    match key {
+        "initial_size" => dynamic.initial_size = bytes(key, value)?,
+        "growth_factor" => dynamic.growth_factor = number(key, value)?,
+        "cap" => {
+            dynamic.cap = match value.parse::<f64>() {
+                Ok(fraction) if fraction <= 1.0 => Cap::Fraction(fraction),
+                _ => Cap::Bytes(bytes(key, value)?),
+            }
+        }
+        "virtual_memory" => {
+            dynamic.virtual_memory = match value {
+                "auto" => VirtualMemory::Auto,
+                "off" => VirtualMemory::Off,
+                _ => return Err(bad(key, format!("`{value}` is not auto or off"))),
+            }
+        }
+        "reclaim_idle" => dynamic.reclaim_idle = boolean(key, value)?,
+        _ => return Err(bad(key, "unknown key")),
+    }
+    Ok(())
+}
+
 impl PoolSpec {
     /// Parses a config string; the empty string is the default (a learning hybrid).
     pub fn parse(text: &str) -> Result<Self> {
@@ -176,7 +207,11 @@ impl PoolSpec {
 
     /// Sets one key.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let dynamic = &mut self.hybrid.dynamic;
+        if DYNAMIC_KEYS.contains(&key) {
+            // A dynamic key sets the dynamic pool and the hybrid's region alike.
+            set_dynamic(&mut self.dynamic, key, value)?;
+            return set_dynamic(&mut self.hybrid.dynamic, key, value);
+        }
         match key {
             "strategy" => self.strategy = value.parse()?,
             "backend" => {
@@ -204,22 +239,6 @@ impl PoolSpec {
                     _ => return Err(bad(key, format!("`{value}` is not backend or reject"))),
                 }
             }
-            "initial_size" => dynamic.initial_size = bytes(key, value)?,
-            "growth_factor" => dynamic.growth_factor = number(key, value)?,
-            "cap" => {
-                dynamic.cap = match value.parse::<f64>() {
-                    Ok(fraction) if fraction <= 1.0 => Cap::Fraction(fraction),
-                    _ => Cap::Bytes(bytes(key, value)?),
-                }
-            }
-            "virtual_memory" => {
-                dynamic.virtual_memory = match value {
-                    "auto" => VirtualMemory::Auto,
-                    "off" => VirtualMemory::Off,
-                    _ => return Err(bad(key, format!("`{value}` is not auto or off"))),
-                }
-            }
-            "reclaim_idle" => dynamic.reclaim_idle = boolean(key, value)?,
             "classes" => {
                 self.hybrid.classes = value
                     .split('+')
@@ -243,19 +262,22 @@ impl PoolSpec {
         Ok(())
     }
 
-    /// The dynamic pool's configuration (also the hybrid's region).
+    /// The dynamic configuration in force: the hybrid's region for the hybrid, the dynamic pool's otherwise.
     pub fn dynamic(&self) -> &DynamicConfig {
-        &self.hybrid.dynamic
+        match self.strategy {
+            Strategy::Hybrid => &self.hybrid.dynamic,
+            _ => &self.dynamic,
+        }
     }
 
     /// Checks every value against a device of `capacity` bytes, as building the pool would.
     pub fn validate(&self, capacity: u64) -> Result<()> {
         match self.strategy {
             Strategy::Fixed => self.fixed.validate(capacity).map(|_| ()),
-            Strategy::Dynamic => self.dynamic().validate(capacity).map(|_| ()),
+            Strategy::Dynamic => self.dynamic.validate(capacity).map(|_| ()),
             Strategy::Hybrid => {
                 self.hybrid.validate()?;
-                self.dynamic().validate(capacity).map(|_| ())
+                self.hybrid.dynamic.validate(capacity).map(|_| ())
             }
         }
     }
@@ -264,7 +286,7 @@ impl PoolSpec {
     pub fn build(&self, backend: Arc<dyn Backend>) -> Result<Arc<dyn Pool>> {
         Ok(match self.strategy {
             Strategy::Fixed => Arc::new(FixedPool::new(backend, self.fixed.clone())?),
-            Strategy::Dynamic => Arc::new(DynamicPool::new(backend, self.dynamic().clone())?),
+            Strategy::Dynamic => Arc::new(DynamicPool::new(backend, self.dynamic.clone())?),
             Strategy::Hybrid => Arc::new(HybridPool::new(backend, self.hybrid.clone())?),
         })
     }
@@ -293,7 +315,10 @@ impl PoolSpec {
             push("fallback", name(f.fallback), name(d.fallback));
             return keys;
         }
-        let (dy, dd) = (self.dynamic(), default.dynamic());
+        let (dy, dd) = match self.strategy {
+            Strategy::Hybrid => (&self.hybrid.dynamic, &default.hybrid.dynamic),
+            _ => (&self.dynamic, &default.dynamic),
+        };
         push("initial_size", format_bytes(dy.initial_size), format_bytes(dd.initial_size));
         push("growth_factor", dy.growth_factor.to_string(), dd.growth_factor.to_string());
         let cap = |c: Cap| match c {
@@ -362,6 +387,11 @@ mod tests {
     fn the_empty_string_is_the_default() {
         assert_eq!(PoolSpec::parse("").unwrap(), PoolSpec::default());
         assert_eq!(PoolSpec::default().to_string(), "strategy=hybrid");
+        // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.01 for the hybrid's region.
+        let dynamic = PoolSpec::parse("strategy=dynamic").unwrap();
+        assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.01));
+        let both = PoolSpec::parse("growth_factor=1.2").unwrap();
+        assert_eq!((both.dynamic.growth_factor, both.hybrid.dynamic.growth_factor), (1.2, 1.2));
     }
 
     #[test]

@@ -17,8 +17,6 @@ pub enum SegmentKind {
     Fallback,
     /// A reserved virtual address range, mapped where used.
     VirtualRange,
-    /// A hybrid pool's slab of one size class (inside the virtual range, or a segment of its own).
-    Slab,
 }
 
 /// One size class of a hybrid pool's core.
@@ -26,7 +24,7 @@ pub enum SegmentKind {
 pub struct SizeClassReport {
     /// Bytes per block.
     pub block_size: u64,
-    /// Blocks in the slab.
+    /// The most blocks the class holds.
     pub block_count: u64,
     /// Blocks live now.
     pub live_blocks: u64,

@@ -5,45 +5,13 @@
 //! index is `(addr - base) / block_size`. Each block has a state word (live bit, stream index, requested
 //! size), so a second free, or an address inside a block, is an error and never touches the stacks.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crossbeam_utils::CachePadded;
 
 use crate::block_stack::{BlockLinks, BlockStack};
+use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::{Error, Result};
 use crate::stream_order::FreeTag;
 use crate::thread_slot::{ALL_SLOTS, SHARED_SLOT, ThreadSlot};
-
-/// A block's state word: the live bit, the stream index and the requested size.
-const LIVE: u64 = 1 << 63;
-const STREAM_SHIFT: u32 = 56;
-const SIZE_MASK: u64 = (1 << STREAM_SHIFT) - 1;
-
-/// Per block: its state and, while free, the tag of the stream that freed it.
-#[derive(Debug, Default)]
-struct BlockSlot {
-    state: AtomicU64,
-    free_tag: AtomicU64,
-}
-
-/// A block being freed: where it is and what its state word said.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LiveBlock {
-    pub(crate) index: u32,
-    state: u64,
-}
-
-impl LiveBlock {
-    /// The bytes requested for it.
-    pub(crate) fn size(self) -> u64 {
-        self.state & SIZE_MASK
-    }
-
-    /// The index of the stream it was allocated on.
-    pub(crate) fn stream_index(self) -> usize {
-        ((self.state & !LIVE) >> STREAM_SHIFT) as usize
-    }
-}
 
 /// Equal blocks at one base address.
 #[derive(Debug)]
@@ -52,7 +20,7 @@ pub(crate) struct Slab {
     block_size: u64,
     count: u32,
     block_shift: Option<u32>,
-    blocks: Box<[BlockSlot]>,
+    states: BlockStates,
     links: BlockLinks,
     stacks: Box<[CachePadded<BlockStack>]>,
 }
@@ -71,7 +39,7 @@ impl Slab {
             block_size,
             count,
             block_shift: block_size.is_power_of_two().then(|| block_size.trailing_zeros()),
-            blocks: (0..count).map(|_| BlockSlot::default()).collect(),
+            states: BlockStates::new(count),
             links,
             stacks,
         }
@@ -80,16 +48,6 @@ impl Slab {
     /// The first address.
     pub(crate) fn base(&self) -> u64 {
         self.base
-    }
-
-    /// Bytes per block.
-    pub(crate) fn block_size(&self) -> u64 {
-        self.block_size
-    }
-
-    /// Number of blocks.
-    pub(crate) fn count(&self) -> u32 {
-        self.count
     }
 
     /// Bytes spanned.
@@ -143,14 +101,13 @@ impl Slab {
     /// The tag of the stream that last freed block `index`.
     #[inline]
     pub(crate) fn free_tag(&self, index: u32) -> FreeTag {
-        FreeTag::unpack_single(self.blocks[index as usize].free_tag.load(Ordering::Relaxed))
+        self.states.free_tag(index)
     }
 
     /// Marks a popped block live for a request of `size` bytes on the stream with `stream_index`.
     #[inline]
     pub(crate) fn mark_live(&self, index: u32, stream_index: usize, size: u64) {
-        let state = LIVE | ((stream_index as u64) << STREAM_SHIFT) | size;
-        self.blocks[index as usize].state.store(state, Ordering::Relaxed);
+        self.states.mark_live(index, stream_index, size);
     }
 
     /// The live block that starts at `addr` (inside the slab), or the error a free of `addr` gets.
@@ -164,34 +121,20 @@ impl Slab {
         if within != 0 {
             return Err(Error::InteriorAddress { addr, block: addr - within });
         }
-        let state = self.blocks[index as usize].state.load(Ordering::Relaxed);
-        if state & LIVE == 0 {
-            return Err(Error::NotLive { addr });
-        }
-        Ok(LiveBlock { index: index as u32, state })
+        self.states.live(index as u32, addr)
     }
 
     /// Marks a live block free with `tag` and gives it back; fails if another thread freed it first.
     #[inline]
     pub(crate) fn release(&self, slot: ThreadSlot, block: LiveBlock, tag: FreeTag) -> Result<()> {
-        let block_slot = &self.blocks[block.index as usize];
-        if block_slot.state.compare_exchange(block.state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            return Err(Error::NotLive { addr: self.block_addr(block.index) });
-        }
-        block_slot.free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        self.states.release(block, tag, self.block_addr(block.index))?;
         self.push(slot, block.index);
         Ok(())
     }
 
     /// Every live block: `(index, requested size, stream index)`.
     pub(crate) fn live_blocks(&self) -> impl Iterator<Item = (u32, u64, usize)> + '_ {
-        self.blocks.iter().enumerate().filter_map(|(index, slot)| {
-            let state = slot.state.load(Ordering::Relaxed);
-            (state & LIVE != 0).then(|| {
-                let block = LiveBlock { index: index as u32, state };
-                (block.index, block.size(), block.stream_index())
-            })
-        })
+        self.states.live_blocks()
     }
 }
 

@@ -16,6 +16,7 @@ fn region(virtual_memory: VirtualMemory) -> DynamicConfig {
 fn given(classes: &[(u64, u64)]) -> HybridConfig {
     HybridConfig::default()
         .classes(classes.iter().map(|&(block_size, block_count)| ClassSpec { block_size, block_count }).collect())
+        .max_rounding_waste(0.125)
         .deterministic(true)
         .dynamic(region(VirtualMemory::Off))
 }
@@ -23,7 +24,8 @@ fn given(classes: &[(u64, u64)]) -> HybridConfig {
 #[test]
 fn defaults_are_documented() {
     let c = HybridConfig::default();
-    assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (4096, 0.9, 0.125, 0.8));
+    assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (4096, 0.9, 0.03, 0.8));
+    assert_eq!((c.slab_headroom, c.max_classes, c.dynamic.growth_factor), (2.0, 128, 1.01));
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
 }
@@ -99,7 +101,8 @@ fn classes_are_learned_at_the_end_of_warm_up() {
 
 #[test]
 fn freeze_ends_warm_up_early() {
-    let config = HybridConfig::default().deterministic(true).dynamic(region(VirtualMemory::Off));
+    let config =
+        HybridConfig::default().max_rounding_waste(0.125).deterministic(true).dynamic(region(VirtualMemory::Off));
     let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
     for _ in 0..10 {
         let a = pool.alloc(64 * KIB).unwrap();
@@ -229,7 +232,7 @@ fn the_watermark_never_blocks_an_allocation() {
 }
 
 #[test]
-fn idle_slab_chunks_are_lent_to_the_region_and_taken_back() {
+fn cached_class_blocks_go_back_to_the_region_before_it_grows() {
     let g = 64 * KIB;
     let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(Some(g))));
     let config = HybridConfig::default()
@@ -238,7 +241,7 @@ fn idle_slab_chunks_are_lent_to_the_region_and_taken_back() {
         .deterministic(true)
         .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(64 * MIB)));
     let pool = HybridPool::new(host.clone(), config).unwrap();
-    // The slab: 64 blocks of 32 KiB = 32 chunks, backed as its blocks are first used.
+    // Classes hold no memory until their blocks are first used.
     assert_eq!(pool.stats().reserved_bytes.current, 0);
     let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
     assert_eq!(pool.stats().reserved_bytes.current, 32 * g);
@@ -248,26 +251,33 @@ fn idle_slab_chunks_are_lent_to_the_region_and_taken_back() {
     for b in &blocks[..32] {
         pool.free(b.addr).unwrap();
     }
-    // 16 chunks of the slab now hold no live block: a region allocation of 16 chunks takes them.
+    // Freed class blocks stay cached and are reused at once.
+    let again = pool.alloc(32 * KIB).unwrap();
+    assert!(blocks[..32].iter().any(|b| b.addr == again.addr));
+    assert_eq!(pool.core_hits(), 1);
+    pool.free(again.addr).unwrap();
+    // A 1 MiB request that no class serves: rather than grow, the region takes the cached blocks back.
+    let growths = pool.stats().growths;
     let big = pool.alloc(16 * g).unwrap();
     host.fill(big.addr, big.size, 0xB1).unwrap();
     let stats = pool.stats();
-    assert_eq!(stats.chunks_moved, 16, "{stats:?}");
-    assert_eq!(stats.reserved_bytes.current, 32 * g, "no new memory");
+    assert_eq!(stats.reserved_bytes.current, 32 * g, "no new memory: {stats:?}");
+    assert_eq!(stats.growths, growths);
     for (i, b) in blocks.iter().enumerate().skip(32) {
         host.check(b.addr, b.size, i as u64).unwrap();
     }
-    // The class's blocks are backed again when next used.
-    let again: Vec<_> = (0..32).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
-    for a in &again {
+    // The class carves new blocks from the region when it needs them again.
+    let more: Vec<_> = (0..32).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    for a in &more {
         host.fill(a.addr, a.size, 7).unwrap();
     }
     host.check(big.addr, big.size, 0xB1).unwrap();
     assert_eq!(pool.stats().reserved_bytes.current, 48 * g);
-    for a in again.iter().chain(&blocks[32..]).chain([&big]) {
+    assert_eq!(pool.report().classes[0].live_blocks, 64);
+    for a in more.iter().chain(&blocks[32..]).chain([&big]) {
         pool.free(a.addr).unwrap();
     }
-    // Trim gives back every idle chunk, the slab's included.
+    // Trim gives back every cached block and idle page.
     assert_eq!(pool.trim().unwrap(), 48 * g);
     assert_eq!(host.used_bytes(), 0);
     let a = pool.alloc(32 * KIB).unwrap();

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
-use super::chunk_donor::ChunkDonor;
+use super::block_cache::BlockCache;
 use super::config::{DynamicConfig, VirtualMemory};
 use super::growth_policy::GrowthPolicy;
 use super::segment_space::SegmentSpace;
@@ -50,9 +50,6 @@ struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
     live: FxHashMap<u64, LiveBlock>,
     space: Space,
-    /// Stretches handed out whole to a hybrid pool's slabs: `(addr, size, node)`; `node` is the range
-    /// allocator's block on virtual memory, `None` for a segment of its own.
-    slabs: Vec<(u64, u64, Option<NodeId>)>,
     /// Bytes a growth ahead of need is getting from the device right now, outside the lock.
     pending: u64,
 }
@@ -80,7 +77,7 @@ pub struct DynamicPool {
     state: Mutex<DynamicState>,
     order: StreamOrder,
     counters: StatsCounters,
-    donor: OnceLock<Arc<dyn ChunkDonor>>,
+    cache: OnceLock<Arc<dyn BlockCache>>,
 }
 
 impl DynamicPool {
@@ -137,16 +134,10 @@ impl DynamicPool {
             backend,
             config,
             policy,
-            state: Mutex::new(DynamicState {
-                ranges,
-                live: FxHashMap::default(),
-                space,
-                slabs: Vec::new(),
-                pending: 0,
-            }),
+            state: Mutex::new(DynamicState { ranges, live: FxHashMap::default(), space, pending: 0 }),
             order: StreamOrder::default(),
             counters,
-            donor: OnceLock::new(),
+            cache: OnceLock::new(),
         })
     }
 
@@ -175,35 +166,60 @@ impl DynamicPool {
         }
     }
 
-    /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed.
+    /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed. Before
+    /// it asks the device for more, it takes back the blocks a cache in front of it holds (once), so that
+    /// cached blocks never make the pool grow.
     fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
-        if let Some(carved) = state.ranges.allocate(request.span, request.align) {
-            let pending = state.pending;
-            return match &mut state.space {
-                Space::Segments(_) => Ok(carved),
-                Space::Virtual(space) => {
-                    let missing = space.use_span(carved.offset, carved.size);
-                    if missing.is_empty() {
-                        return Ok(carved);
+        let mut drained = false;
+        loop {
+            // Asked only when the pool would grow: looking costs a pass over the cache.
+            let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.is_empty());
+            if let Some(carved) = state.ranges.allocate(request.span, request.align) {
+                let pending = state.pending;
+                let Space::Virtual(space) = &mut state.space else { return Ok(carved) };
+                let missing = space.use_span(carved.offset, carved.size);
+                if missing.is_empty() {
+                    return Ok(carved);
+                }
+                let need: usize = missing.iter().map(|run| run.len()).sum();
+                if need > space.idle_chunks() && cache_has_blocks() {
+                    space.release_span(carved.offset, carved.size);
+                    state.ranges.free(carved.node, carved.tag);
+                    self.drain_cache(state);
+                    drained = true;
+                    continue;
+                }
+                return match self.back_chunks(space, pending, missing, request.size) {
+                    Ok(()) => Ok(carved),
+                    Err(err) => {
+                        space.release_span(carved.offset, carved.size);
+                        state.ranges.free(carved.node, carved.tag);
+                        Err(err)
                     }
-                    match self.back_chunks(space, pending, missing, request.size) {
-                        Ok(()) => Ok(carved),
-                        Err(err) => {
-                            space.release_span(carved.offset, carved.size);
-                            state.ranges.free(carved.node, carved.tag);
-                            Err(err)
-                        }
-                    }
+                };
+            }
+            if cache_has_blocks() {
+                self.drain_cache(state);
+                drained = true;
+                continue;
+            }
+            return match state.space {
+                // The address range is twice the cap: running out of it means fragmentation beyond repair.
+                Space::Virtual(_) => Err(self.out_of_memory(request.size)),
+                Space::Segments(_) => {
+                    self.grow_segments(state, request)?;
+                    state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
                 }
             };
         }
-        match state.space {
-            // The address range is twice the cap: running out of it means fragmentation beyond repair.
-            Space::Virtual(_) => Err(self.out_of_memory(request.size)),
-            Space::Segments(_) => {
-                self.grow_segments(state, request)?;
-                state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
-            }
+    }
+
+    /// Frees every block the cache in front of the pool holds, with the lock held.
+    fn drain_cache(&self, state: &mut DynamicState) {
+        let Some(cache) = self.cache.get() else { return };
+        for (addr, tag) in cache.drain() {
+            let freed = self.free_locked(state, addr, Some(tag));
+            debug_assert!(freed.is_ok(), "a cached block is a live block of the pool: {freed:?}");
         }
     }
 
@@ -235,8 +251,8 @@ impl DynamicPool {
         Err(self.out_of_memory(request.size))
     }
 
-    /// Backs the chunks of `missing` with physical memory: idle chunks moved first (the pool's own,
-    /// then those a chunk donor gives up), then new chunks, grown by the growth policy ahead of need.
+    /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks, grown
+    /// by the growth policy ahead of need.
     /// Whether the cap allows it is decided before anything moves, so an out-of-memory answer leaves the
     /// mappings as they were. `pending` is memory being added outside the lock, counted against the cap.
     fn back_chunks(
@@ -250,31 +266,19 @@ impl DynamicPool {
         let need: usize = missing.iter().map(|run| run.len()).sum();
         let idle = space.idle_chunks();
         let own = if self.config.reclaim_idle { need.min(idle) } else { 0 };
-        let donated = match self.donor.get() {
-            Some(donor) if self.config.reclaim_idle && need > own => donor.claim_idle(need - own),
-            _ => Vec::new(),
-        };
-        let short = (need - own - donated.len()) as u64 * g;
+        let short = (need - own) as u64 * g;
         // Without moving, idle chunks still count against the cap: unmapping them may make room.
         let reserved = space.mapped_bytes() + pending;
         let mut unmap_first = false;
         if short > 0 && self.policy.growth(reserved, short).is_none() {
             let trimmable = (idle - own) as u64 * g;
             if trimmable == 0 || self.policy.growth(reserved - trimmable, short).is_none() {
-                if let Some(donor) = self.donor.get() {
-                    donor.unclaim(&donated);
-                }
                 return Err(self.out_of_memory(requested));
             }
             unmap_first = true;
         }
-        if own > 0 || !donated.is_empty() {
-            let mut sources = space.idle_runs(own);
-            sources.extend(donated.iter().map(|&addr| {
-                let chunk = ((addr - space.base()) / g) as usize;
-                chunk..chunk + 1
-            }));
-            self.move_chunks(space, sources, &mut missing)?;
+        if own > 0 {
+            self.move_chunks(space, space.idle_runs(own), &mut missing)?;
         }
         if missing.is_empty() {
             return Ok(());
@@ -364,8 +368,9 @@ impl DynamicPool {
         Ok(released)
     }
 
-    /// Gives wholly free memory back, with the lock held.
+    /// Gives wholly free memory back, with the lock held (the cache in front gives its blocks back first).
     fn trim_locked(&self, state: &mut DynamicState) -> Result<u64> {
+        self.drain_cache(state);
         let released = match &mut state.space {
             Space::Virtual(space) => self.unmap_idle(space)?,
             Space::Segments(segments) => {
@@ -386,96 +391,15 @@ impl DynamicPool {
         Ok(released)
     }
 
-    /// The virtual-memory granularity, when the pool uses one range.
-    pub(crate) fn granularity(&self) -> Option<u64> {
-        match &self.state.lock().space {
-            Space::Virtual(space) => Some(space.granularity()),
-            Space::Segments(_) => None,
-        }
+    /// The streams this pool has seen and the events that order reuse between them, shared with a cache
+    /// in front of it so that the tags of cached blocks mean the same here.
+    pub(crate) fn order(&self) -> &StreamOrder {
+        &self.order
     }
 
-    /// Lets `donor` give up its idle chunks when the pool needs memory (once per pool).
-    pub(crate) fn set_chunk_donor(&self, donor: Arc<dyn ChunkDonor>) {
-        let _ = self.donor.set(donor);
-    }
-
-    /// Hands out `bytes` (a multiple of the granularity on virtual memory) as one stretch for a slab: a
-    /// block of the range on virtual memory, backed now only if `back` (otherwise its owner backs each part
-    /// with [`DynamicPool::back_span`] when first used); a segment of its own otherwise. It counts against
-    /// the cap but not as an allocation.
-    pub(crate) fn carve_slab(&self, bytes: u64, back: bool) -> Result<u64> {
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        match &mut state.space {
-            Space::Virtual(space) => {
-                let carved =
-                    state.ranges.allocate(bytes, space.granularity()).ok_or_else(|| self.out_of_memory(bytes))?;
-                let missing = space.use_span(carved.offset, carved.size);
-                if back
-                    && !missing.is_empty()
-                    && let Err(err) = self.back_chunks(space, state.pending, missing, bytes)
-                {
-                    space.release_span(carved.offset, carved.size);
-                    state.ranges.free(carved.node, carved.tag);
-                    return Err(err);
-                }
-                state.slabs.push((carved.offset, carved.size, Some(carved.node)));
-                Ok(carved.offset)
-            }
-            Space::Segments(segments) => {
-                if self.policy.growth(segments.total() + state.pending, bytes).is_none() {
-                    return Err(self.out_of_memory(bytes));
-                }
-                self.counters.count_call();
-                let addr = self
-                    .backend
-                    .allocate_segment(bytes)
-                    .map_err(|err| if err.is_out_of_memory() { self.out_of_memory(bytes) } else { err })?;
-                segments.add(addr, bytes);
-                self.counters.add_reserved(bytes);
-                state.slabs.push((addr, bytes, None));
-                Ok(addr)
-            }
-        }
-    }
-
-    /// The error for a slab of `bytes` that could not be carved: out of memory, with the numbers.
-    pub(crate) fn carve_error(&self, bytes: u64) -> Error {
-        self.out_of_memory(bytes)
-    }
-
-    /// Backs again the chunks under `[addr, addr + size)` of a slab that were given up.
-    pub(crate) fn back_span(&self, addr: u64, size: u64) -> Result<()> {
-        let mut state = self.state.lock();
-        let pending = state.pending;
-        let Space::Virtual(space) = &mut state.space else { return Ok(()) };
-        let missing = space.unmapped_runs_in(addr, size);
-        if missing.is_empty() {
-            return Ok(());
-        }
-        self.back_chunks(space, pending, missing, size)
-    }
-
-    /// Unmaps chunks a donor gave up (for trim); returns the bytes given back.
-    pub(crate) fn unmap_donated(&self, chunks: &[u64]) -> Result<u64> {
-        let mut state = self.state.lock();
-        let Space::Virtual(space) = &mut state.space else { return Ok(0) };
-        if chunks.is_empty() {
-            return Ok(0);
-        }
-        self.order.synchronize(&*self.backend)?;
-        let g = space.granularity();
-        let mut released = 0;
-        for &addr in chunks {
-            let chunk = ((addr - space.base()) / g) as usize;
-            self.counters.count_call();
-            self.backend.unmap(addr, g)?;
-            space.set_mapped(chunk..chunk + 1, false);
-            self.counters.sub_reserved(g);
-            released += g;
-        }
-        self.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
-        Ok(released)
+    /// Puts a cache in front of the pool whose blocks are taken back when the pool needs memory (once).
+    pub(crate) fn set_block_cache(&self, cache: Arc<dyn BlockCache>) {
+        let _ = self.cache.set(cache);
     }
 
     /// Grows the pool by one step of its growth policy ahead of need, without holding the pool's lock
@@ -539,10 +463,18 @@ impl DynamicPool {
     /// Frees the allocation at `addr`; returns the bytes it had requested.
     pub(crate) fn free_sized(&self, addr: u64) -> Result<u64> {
         let mut state = self.state.lock();
+        self.free_locked(&mut state, addr, None)
+    }
+
+    /// Frees the allocation at `addr` with the lock held, its memory tagged `tag` (or by its stream now).
+    fn free_locked(&self, state: &mut DynamicState, addr: u64, tag: Option<FreeTag>) -> Result<u64> {
         let Some(&block) = state.live.get(&addr) else {
-            return Err(self.bad_free(&state, addr));
+            return Err(self.bad_free(state, addr));
         };
-        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
+        let tag = match tag {
+            Some(tag) => tag,
+            None => self.order.tag_free(&*self.backend, usize::from(block.stream_index))?,
+        };
         state.live.remove(&addr);
         let (offset, span) = state.ranges.span(block.node);
         state.ranges.free(block.node, tag);
@@ -634,7 +566,6 @@ impl Pool for DynamicPool {
             }],
             Space::Segments(segments) => segments
                 .iter()
-                .filter(|&(addr, _)| !state.slabs.iter().any(|&(slab, _, _)| slab == addr))
                 .map(|(addr, size)| SegmentReport { kind: SegmentKind::Segment, addr, size, reserved_bytes: size })
                 .collect(),
         };

@@ -1,6 +1,6 @@
 //! The dynamically growing pool: starts small, grows on demand by a factor up to a cap.
 
-mod chunk_donor;
+mod block_cache;
 mod chunk_set;
 mod config;
 mod dynamic_pool;
@@ -8,7 +8,7 @@ mod growth_policy;
 mod segment_space;
 mod virtual_space;
 
-pub use chunk_donor::ChunkDonor;
+pub(crate) use block_cache::BlockCache;
 pub use config::{Cap, DynamicConfig, VirtualMemory};
 pub use dynamic_pool::DynamicPool;
 pub use growth_policy::GrowthPolicy;

@@ -78,11 +78,6 @@ impl VirtualSpace {
         if all_mapped { Vec::new() } else { self.mapped.gaps_in(chunks) }
     }
 
-    /// The runs of unmapped chunks under `[addr, addr + size)`.
-    pub(crate) fn unmapped_runs_in(&self, addr: u64, size: u64) -> Vec<Range<usize>> {
-        self.mapped.gaps_in(self.chunks(addr, size))
-    }
-
     /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle.
     pub(crate) fn release_span(&mut self, addr: u64, size: u64) {
         for index in self.chunks(addr, size) {

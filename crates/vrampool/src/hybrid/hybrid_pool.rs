@@ -5,25 +5,22 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+use super::class_cache::ClassCache;
 use super::class_learner::{ClassLearner, LearnedClasses};
 use super::config::{ClassSpec, HybridConfig};
 use super::core::Core;
-use super::size_class::SizeClass;
-use super::slab_chunks::SlabChunks;
 use super::watermark::Watermark;
 use crate::backend::Backend;
-use crate::dynamic::{ChunkDonor, DynamicPool};
+use crate::dynamic::{BlockCache, DynamicPool};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
-use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};
+use crate::report::{BlockReport, PoolReport, SizeClassReport};
 use crate::request::Request;
-use crate::slab::Slab;
 use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
-use crate::stream_order::StreamOrder;
 use crate::thread_slot;
-use crate::units::round_up_to;
+use crate::units::MIN_BLOCK;
 
 /// Why a request went to the dynamic region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +29,7 @@ enum Route {
     WarmUp,
     /// No class serves the size (too small, too large, between classes) or the alignment.
     NoClass,
-    /// The class's slab had no free block.
+    /// The class holds its capacity of blocks, all live.
     ClassFull,
 }
 
@@ -50,18 +47,20 @@ impl Route {
 
 /// The seed's favourite strategy, done right, and vrampool's default.
 ///
-/// A core of size classes, each a slab of equal blocks handed out in O(1) with no lock (the fixed pool's
-/// machinery), serves the common requests; a [`DynamicPool`] serves the rest: sizes no class serves, and
-/// overflow from a full class. The classes are given or learned during warm-up ([`HybridConfig`]).
+/// A core of size classes serves the common requests; a [`DynamicPool`] (the region) serves the rest:
+/// sizes no class serves, and overflow from a full class. The classes are given or learned during warm-up
+/// ([`HybridConfig`]). Each class holds up to a fixed number of equal blocks (its capacity, sized from the
+/// most blocks of the class seen live at once), handed out and taken back in O(1) with no lock, as in the
+/// fixed pool: a free block of the class is reused at once by the next request of the class.
 ///
-/// On a device with virtual memory the slabs are carved from the dynamic region's own address range and
-/// take physical memory only where their blocks are used; a slab chunk that holds no live block can be
-/// lent to the dynamic region when it needs memory (and is backed again when a block of it is next used):
-/// idle blocks of one class do not hold memory another class or the dynamic region needs. On a device
-/// without virtual memory each slab is a segment of its own, held whole.
+/// The classes' blocks are carved from the region's own memory when first needed, so they share it: when
+/// the region would ask the device for more memory, it first takes back every free block the classes hold
+/// (and on virtual memory moves the pages idle under them to where they are needed). Idle blocks of one
+/// class never hold memory that another class or the region needs, and the hybrid reserves no more than
+/// the region would alone.
 ///
-/// When the share of core blocks in use passes [`HybridConfig::watermark`], a background worker grows the
-/// dynamic region by one step ahead of need, once per crossing; an allocation never waits for it.
+/// When the share of class blocks in use passes [`HybridConfig::watermark`], a background worker grows the
+/// region by one step ahead of need, once per crossing; an allocation never waits for it.
 #[derive(Debug)]
 pub struct HybridPool {
     config: HybridConfig,
@@ -71,13 +70,13 @@ pub struct HybridPool {
     learning: AtomicBool,
     learned: OnceLock<LearnedClasses>,
     watermark: Watermark,
-    order: StreamOrder,
     counters: StatsCounters,
     routes: [AtomicU64; 3],
+    hits: AtomicU64,
 }
 
 impl HybridPool {
-    /// Makes the pool: the dynamic region's initial reservation, and the slabs if the classes are given.
+    /// Makes the pool: the region's initial reservation, and the classes if they are given.
     pub fn new(backend: Arc<dyn Backend>, config: HybridConfig) -> Result<Self> {
         config.validate()?;
         let dynamic = Arc::new(DynamicPool::new(backend, config.dynamic.clone())?);
@@ -91,17 +90,13 @@ impl HybridPool {
             learning: AtomicBool::new(learn),
             learned: OnceLock::new(),
             watermark,
-            order: StreamOrder::default(),
             counters: StatsCounters::default(),
             routes: Default::default(),
+            hits: AtomicU64::new(0),
             config,
         };
         if !learn {
-            let classes = pool.install(&pool.config.classes);
-            if classes.len() < pool.config.classes.len() {
-                let missing = pool.config.classes[classes.len()];
-                return Err(pool.dynamic.carve_error(missing.block_size * missing.block_count));
-            }
+            pool.install(&pool.config.classes);
         }
         Ok(pool)
     }
@@ -121,12 +116,12 @@ impl HybridPool {
         self.learned.get()
     }
 
-    /// The core's classes now (empty during warm-up).
+    /// The core's classes now, with their capacities (empty during warm-up).
     pub fn classes(&self) -> Vec<ClassSpec> {
         self.core.get().map_or_else(Vec::new, |core| {
             core.classes()
                 .iter()
-                .map(|c| ClassSpec { block_size: c.block_size(), block_count: u64::from(c.slab.count()) })
+                .map(|c| ClassSpec { block_size: c.block_size(), block_count: u64::from(c.capacity()) })
                 .collect()
         })
     }
@@ -136,9 +131,13 @@ impl HybridPool {
         self.watermark.crossings()
     }
 
-    /// Ends warm-up now: chooses the classes from the requests seen so far and reserves their slabs.
-    /// Classes whose slab cannot be reserved are left out. Returns the classes chosen (the same ones on
-    /// later calls; the classes given in the configuration when there was no warm-up).
+    /// Requests served by the classes' cached blocks, without the region.
+    pub fn core_hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Ends warm-up now: chooses the classes from the requests seen so far. Returns the classes chosen
+    /// (the same ones on later calls; the classes given in the configuration when there was no warm-up).
     pub fn freeze(&self) -> LearnedClasses {
         let Some(learner) = self.learner.lock().take() else {
             return self.learned.get().cloned().unwrap_or_else(|| LearnedClasses {
@@ -149,82 +148,86 @@ impl HybridPool {
         };
         self.learning.store(false, Ordering::Release);
         let c = &self.config;
-        let mut learned = learner.choose(c.coverage, c.max_rounding_waste, c.max_classes, c.slab_headroom);
-        let installed = self.install(&learned.classes);
-        learned.classes.truncate(installed.len());
-        learned.classes = installed;
+        let learned = learner.choose(c.coverage, c.max_rounding_waste, c.max_classes, c.slab_headroom);
+        self.install(&learned.classes);
         let _ = self.learned.set(learned.clone());
         learned
     }
 
-    /// Reserves a slab for each class, in order, until one cannot be reserved; installs the core.
-    fn install(&self, classes: &[ClassSpec]) -> Vec<ClassSpec> {
-        let granularity = self.dynamic.granularity();
-        let mut built = Vec::new();
-        for spec in classes {
-            let bytes = spec.block_size * spec.block_count;
-            let len = match granularity {
-                Some(g) => round_up_to(bytes, g).unwrap_or(u64::MAX),
-                None => bytes,
-            };
-            // On virtual memory a slab is only address space until its blocks are used.
-            let Ok(base) = self.dynamic.carve_slab(len, false) else { break };
-            built.push(SizeClass {
-                slab: Slab::new(base, spec.block_size, spec.block_count as u32),
-                chunks: granularity.map(|g| SlabChunks::new(base, len, g, false)),
-            });
-        }
-        let specs = built
-            .iter()
-            .map(|c| ClassSpec { block_size: c.block_size(), block_count: u64::from(c.slab.count()) })
-            .collect();
-        let core = Arc::new(Core::new(built, self.config.max_rounding_waste));
-        if granularity.is_some() {
-            self.dynamic.set_chunk_donor(core.clone() as Arc<dyn ChunkDonor>);
-        }
+    /// Installs the core and puts it in front of the region.
+    fn install(&self, classes: &[ClassSpec]) {
+        let core = Arc::new(Core::new(classes, self.config.max_rounding_waste));
+        self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>);
         let _ = self.core.set(core);
-        specs
     }
 
-    /// Serves a request from `class`'s slab; `None` when the slab is full or its memory cannot be backed.
+    /// Serves a request from class `class_index`; `None` when the class is full (or the region has no
+    /// memory for a new block of it: the request then goes to the region at its own size).
     #[inline]
     fn allocate_in(
         &self,
         core: &Core,
-        class: &SizeClass,
+        class_index: u32,
+        class: &ClassCache,
         request: Request,
         stream: StreamId,
     ) -> Result<Option<Allocation>> {
         let slot = thread_slot::current();
-        let Some(index) = class.slab.pop(slot) else { return Ok(None) };
-        let addr = class.slab.block_addr(index);
-        let block_size = class.block_size();
-        let undo = || {
-            if let Some(chunks) = &class.chunks {
-                chunks.release(addr, block_size);
+        let order = self.dynamic.order();
+        let stream_index = order.index_of(stream);
+        if let Some(index) = class.take_cached(slot) {
+            if let Err(err) = order.order_reuse(&**self.dynamic.backend(), class.free_tag(index), stream_index) {
+                class.cache(slot, index);
+                return Err(err);
             }
-            class.slab.push(slot, index);
-        };
-        if let Some(chunks) = &class.chunks
-            && chunks.acquire(addr, block_size)
-        {
-            match self.dynamic.back_span(addr, block_size) {
-                Ok(()) => chunks.backed(addr, block_size),
-                Err(err) => {
-                    undo();
-                    return if err.is_out_of_memory() { Ok(None) } else { Err(err) };
-                }
+            class.mark_live(index, stream_index, request.size);
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(self.served(core, class, index, request.size, stream, slot)));
+        }
+        self.carve(core, class_index, class, request, stream, stream_index, slot)
+    }
+
+    /// Carves a new block for the class from the region.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn carve(
+        &self,
+        core: &Core,
+        class_index: u32,
+        class: &ClassCache,
+        request: Request,
+        stream: StreamId,
+        stream_index: usize,
+        slot: thread_slot::ThreadSlot,
+    ) -> Result<Option<Allocation>> {
+        let Some(index) = class.take_empty() else { return Ok(None) };
+        match self.dynamic.allocate(class.block_size(), MIN_BLOCK, stream) {
+            Ok(block) => {
+                class.set_addr(index, block.addr);
+                core.register(block.addr, class_index, index);
+                class.mark_live(index, stream_index, request.size);
+                Ok(Some(self.served(core, class, index, request.size, stream, slot)))
+            }
+            Err(err) => {
+                class.give_back_empty(index);
+                if err.is_out_of_memory() { Ok(None) } else { Err(err) }
             }
         }
-        let stream_index = self.order.index_of(stream);
-        if let Err(err) = self.order.order_reuse(&**self.dynamic.backend(), class.slab.free_tag(index), stream_index) {
-            undo();
-            return Err(err);
-        }
-        class.slab.mark_live(index, stream_index, request.size);
+    }
+
+    #[inline]
+    fn served(
+        &self,
+        core: &Core,
+        class: &ClassCache,
+        index: u32,
+        size: u64,
+        stream: StreamId,
+        slot: thread_slot::ThreadSlot,
+    ) -> Allocation {
         self.watermark.count(slot, 1, core.total_blocks());
-        self.counters.on_allocate(slot, request.size);
-        Ok(Some(Allocation { addr, size: request.size, stream }))
+        self.counters.on_allocate(slot, size);
+        Allocation { addr: class.addr(index), size, stream }
     }
 
     #[cold]
@@ -250,14 +253,13 @@ impl HybridPool {
     }
 
     #[inline]
-    fn free_in(&self, core: &Core, class: &SizeClass, addr: u64) -> Result<()> {
-        let block = class.slab.live_block(addr)?;
-        let tag = self.order.tag_free(&**self.dynamic.backend(), block.stream_index())?;
+    fn free_in(&self, core: &Core, class: &ClassCache, index: u32, addr: u64) -> Result<()> {
+        let block = class.live(index, addr)?;
+        let order = self.dynamic.order();
+        let tag = order.tag_free(&**self.dynamic.backend(), block.stream_index())?;
+        class.release(block, tag, addr)?;
         let slot = thread_slot::current();
-        class.slab.release(slot, block, tag)?;
-        if let Some(chunks) = &class.chunks {
-            chunks.release(addr, class.block_size());
-        }
+        class.cache(slot, index);
         self.watermark.count(slot, -1, core.total_blocks());
         self.counters.on_free(slot, block.size());
         Ok(())
@@ -278,7 +280,7 @@ impl Pool for HybridPool {
         let request = Request::new(size, alignment)?;
         let route = match self.core.get() {
             Some(core) => match core.class_for(request.span, request.align) {
-                Some(class) => match self.allocate_in(core, class, request, stream)? {
+                Some((class_index, class)) => match self.allocate_in(core, class_index, class, request, stream)? {
                     Some(allocation) => return Ok(allocation),
                     None => Route::ClassFull,
                 },
@@ -293,9 +295,9 @@ impl Pool for HybridPool {
     #[inline]
     fn free(&self, addr: u64) -> Result<()> {
         if let Some(core) = self.core.get()
-            && let Some(class) = core.class_holding(addr)
+            && let Some((class, index)) = core.lookup(addr)
         {
-            return self.free_in(core, class, addr);
+            return self.free_in(core, class, index, addr);
         }
         let size = self.dynamic.free_sized(addr)?;
         if self.learning.load(Ordering::Acquire)
@@ -310,7 +312,6 @@ impl Pool for HybridPool {
     fn stats(&self) -> PoolStats {
         let region = self.dynamic.stats();
         let reading = self.counters.read();
-        let order = &self.order.counters;
         let fallback_reasons = Route::ALL
             .iter()
             .map(|&r| (r.name().to_string(), self.routes[r as usize].load(Ordering::Relaxed)))
@@ -324,15 +325,7 @@ impl Pool for HybridPool {
             frees: reading.frees,
             fallbacks: self.routes.iter().map(|r| r.load(Ordering::Relaxed)).sum(),
             fallback_reasons,
-            ooms: region.ooms,
-            growths: region.growths,
-            pre_expansions: region.pre_expansions,
-            backend_calls: region.backend_calls,
-            chunks_moved: region.chunks_moved,
-            trimmed_bytes: region.trimmed_bytes,
-            events_recorded: region.events_recorded + order.events_recorded.load(Ordering::Relaxed),
-            stream_waits: region.stream_waits + order.stream_waits.load(Ordering::Relaxed),
-            synchronizations: region.synchronizations + order.synchronizations.load(Ordering::Relaxed),
+            ..region
         }
     }
 
@@ -341,56 +334,44 @@ impl Pool for HybridPool {
         report.strategy = self.strategy().into();
         report.stats = self.stats();
         if let Some(core) = self.core.get() {
+            // The region lists the classes' blocks too, live or cached: list them as the core's instead.
+            report.blocks.retain(|b| !core.holds(b.addr));
+            for block in &mut report.blocks {
+                block.fallback = true;
+            }
+            let order = self.dynamic.order();
             for class in core.classes() {
-                let slab = &class.slab;
-                report.segments.push(SegmentReport {
-                    kind: SegmentKind::Slab,
-                    addr: slab.base(),
-                    size: slab.len(),
-                    reserved_bytes: class.chunks.as_ref().map_or(slab.len(), |c| c.backed_bytes()),
-                });
                 let mut live = 0;
-                for (index, size, stream_index) in slab.live_blocks() {
+                for (index, size, stream_index) in class.live_blocks() {
                     live += 1;
                     report.blocks.push(BlockReport {
-                        addr: slab.block_addr(index),
+                        addr: class.addr(index),
                         size,
                         block_size: class.block_size(),
-                        stream: self.order.stream_of(stream_index),
+                        stream: order.stream_of(stream_index),
                         fallback: false,
                     });
                 }
                 report.classes.push(SizeClassReport {
                     block_size: class.block_size(),
-                    block_count: u64::from(slab.count()),
+                    block_count: u64::from(class.capacity()),
                     live_blocks: live,
                 });
             }
+        } else {
+            report.blocks.iter_mut().for_each(|b| b.fallback = true);
         }
-        // Blocks of the dynamic region count as fallbacks of the hybrid.
-        for block in report.blocks.iter_mut() {
-            block.fallback = self.core.get().is_none_or(|core| core.class_holding(block.addr).is_none());
-        }
-        report.segments.sort_by_key(|s| s.addr);
         report.blocks.sort_by_key(|b| b.addr);
         report
     }
 
     fn trim(&self) -> Result<u64> {
-        let mut released = 0;
-        if let Some(core) = self.core.get()
-            && self.dynamic.granularity().is_some()
-        {
-            let idle = core.claim_idle(usize::MAX);
-            released += self.dynamic.unmap_donated(&idle)?;
-        }
-        Ok(released + self.dynamic.trim()?)
+        self.dynamic.trim()
     }
 }
 
 impl Drop for HybridPool {
     fn drop(&mut self) {
         self.watermark.stop();
-        self.order.release_all(&**self.dynamic.backend());
     }
 }

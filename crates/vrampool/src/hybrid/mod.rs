@@ -1,11 +1,10 @@
 //! The hybrid pool: a core of size classes over a dynamic region, with a watermark.
 
+mod class_cache;
 mod class_learner;
 mod config;
 mod core;
 mod hybrid_pool;
-mod size_class;
-mod slab_chunks;
 mod watermark;
 
 pub use class_learner::LearnedClasses;
