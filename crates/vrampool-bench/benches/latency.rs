@@ -21,7 +21,8 @@ fn dynamic_pool() -> DynamicPool {
 
 /// A hybrid that has learned its classes from the churn itself (warm-up on the first 4096 steps).
 fn hybrid_pool() -> HybridPool {
-    let pool = HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default()).unwrap();
+    let pool =
+        HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
     let mut warm = PoolChurn::new(&pool, ChurnSequence::standard());
     warm.run(8192);
     drop(warm);
@@ -31,7 +32,8 @@ fn hybrid_pool() -> HybridPool {
 fn pairs(c: &mut Criterion) {
     let fixed = fixed_pool(4 * MIB, 2048);
     let dynamic = dynamic_pool();
-    let hybrid = HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default()).unwrap();
+    let hybrid =
+        HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
     let sizes = [4 * KIB, 64 * KIB, MIB];
     // The hybrid learns a class for each pair size first.
     for size in sizes {

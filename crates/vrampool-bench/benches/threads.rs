@@ -15,7 +15,7 @@ fn main() {
     let sim = || Arc::new(SimDevice::default());
     let fixed = FixedPool::new(sim(), FixedConfig::default().block_size(MIB).block_count(2048)).unwrap();
     let dynamic = DynamicPool::new(sim(), DynamicConfig::default()).unwrap();
-    let hybrid = HybridPool::new(sim(), HybridConfig::default().warmup_requests(4096)).unwrap();
+    let hybrid = HybridPool::new(sim(), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
     // Let the hybrid learn its classes from the same pattern first.
     thread_throughput(&hybrid, 1, 125, MIB, Duration::from_millis(200));
     hybrid.freeze();

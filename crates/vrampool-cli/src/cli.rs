@@ -75,6 +75,17 @@ pub struct ReplayArgs {
     /// Print the run as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// The device to replay on: `sim` (the simulated H200), or a real GPU through `cuda` (segments) or
+    /// `cuda-vm` (virtual memory).
+    #[arg(long, default_value = "sim")]
+    pub on: String,
+    /// The GPU's ordinal, with `--on cuda` or `--on cuda-vm`.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// With a real GPU: replay on the simulated device too, and fail unless the GPU's peak reserved bytes
+    /// (the pool's count and the driver's) agree with the simulation's within 1%.
+    #[arg(long)]
+    pub check_against_sim: bool,
     /// How the trace is read.
     #[command(flatten)]
     pub options: TraceOptions,

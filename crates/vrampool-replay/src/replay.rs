@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrampool::{
-    ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, MIB, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
+    Backend, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, MIB, Pool, PoolSpec, SimDevice, SimDeviceConfig,
+    StreamId,
 };
 use vrampool_trace::{Event, EventKind};
 
@@ -46,6 +47,32 @@ pub fn replay_logged(
     options: &ReplayOptions,
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
+    let page = spec.page_size.unwrap_or(SimDeviceConfig::default().granularity.unwrap_or(2 * MIB));
+    let device =
+        Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page))));
+    let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: None };
+    replay_on(plan, spec, options, target, log)
+}
+
+/// The device a replay runs on, and how to read what it has in use.
+pub struct ReplayTarget<'a> {
+    /// The device the pool is made on.
+    pub backend: Arc<dyn Backend>,
+    /// The same device when it is simulated, for its modelled driver time.
+    pub simulated: Option<Arc<SimDevice>>,
+    /// Reads the device's memory in use, as its driver reports it (sampled along the replay).
+    pub used_bytes: Option<&'a dyn Fn() -> Option<u64>>,
+}
+
+/// Replays `plan` through a pool made from `spec` on the device of `target`: the simulated device for
+/// [`replay`], or a real one to check that it allocates as the simulation does.
+pub fn replay_on(
+    plan: &ReplayPlan,
+    spec: &PoolSpec,
+    options: &ReplayOptions,
+    target: ReplayTarget<'_>,
+    log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
+) -> Result<ReplayResult> {
     // The config reported is the one given; the replay itself runs the hybrid's background work inline.
     let config = spec.to_string();
     let mut spec = spec.clone();
@@ -56,10 +83,17 @@ pub fn replay_logged(
         config: config.clone(),
         source: Box::new(source),
     };
-    let page = spec.page_size.unwrap_or(SimDeviceConfig::default().granularity.unwrap_or(2 * MIB));
-    let device =
-        Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page))));
-    let pool = spec.build(device.clone()).map_err(pool_error)?;
+    let used_before = target.used_bytes.and_then(|read| read());
+    let mut device_peak: Option<u64> = None;
+    let probe = |device_peak: &mut Option<u64>| {
+        if let (Some(read), Some(before)) = (target.used_bytes, used_before)
+            && let Some(now) = read()
+        {
+            let used = now.saturating_sub(before);
+            *device_peak = Some(device_peak.map_or(used, |peak| peak.max(used)));
+        }
+    };
+    let pool = spec.build(target.backend.clone()).map_err(pool_error)?;
     let pool = &*pool;
     let mut addrs = vec![NO_BLOCK; plan.slots as usize];
     let mut sizes = vec![0u64; plan.slots as usize];
@@ -110,10 +144,11 @@ pub fn replay_logged(
             }
         }
         sample(first + chunk.len(), pool, &mut timeline);
+        probe(&mut device_peak);
     }
     let report = pool.report();
     let stats = report.stats;
-    let counters = device.counters();
+    let driver_time_ns = target.simulated.as_ref().map_or(0, |sim| sim.counters().driver_time_ns);
     Ok(ReplayResult {
         trace: plan.name.clone(),
         strategy: spec.strategy,
@@ -125,8 +160,9 @@ pub fn replay_logged(
         utilization: stats.utilization(),
         fallbacks: stats.fallbacks,
         ooms: stats.ooms,
-        backend_calls: counters.memory_calls(),
-        driver_time_us: counters.driver_time_ns as f64 / 1000.0,
+        backend_calls: stats.backend_calls,
+        driver_time_us: driver_time_ns as f64 / 1000.0,
+        device_peak_used_bytes: device_peak,
         replay_ns_per_event: busy.as_nanos() as f64 / plan.events.max(1) as f64,
         classes: report
             .classes

@@ -39,8 +39,11 @@ pub struct ReplayResult {
     pub ooms: u64,
     /// Device calls (allocate, free, reserve, map, unmap, move).
     pub backend_calls: u64,
-    /// The cost model's time in the driver, in microseconds.
+    /// The cost model's time in the driver, in microseconds (0 on a real device).
     pub driver_time_us: f64,
+    /// On a real device: the most memory its driver reported in use beyond what was in use before the
+    /// replay, sampled along it.
+    pub device_peak_used_bytes: Option<u64>,
     /// The pool's own CPU time per trace event, in nanoseconds.
     pub replay_ns_per_event: f64,
     /// The pool's counters at the end.

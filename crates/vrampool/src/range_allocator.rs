@@ -228,6 +228,10 @@ impl<T: BlockTag> RangeAllocator<T> {
     #[inline]
     fn fits(&self, index: u32, size: u64, align: u64) -> bool {
         let node = &self.nodes[index as usize];
+        if align == MIN_BLOCK {
+            // Every block starts at a multiple of the unit: no padding.
+            return size <= node.size;
+        }
         align_up(node.offset, align).is_some_and(|start| start - node.offset + size <= node.size)
     }
 

@@ -20,6 +20,7 @@ pub(crate) struct Slab {
     block_size: u64,
     count: u32,
     block_shift: Option<u32>,
+    block_align: u64,
     states: BlockStates,
     links: BlockLinks,
     stacks: Box<[CachePadded<BlockStack>]>,
@@ -39,6 +40,7 @@ impl Slab {
             block_size,
             count,
             block_shift: block_size.is_power_of_two().then(|| block_size.trailing_zeros()),
+            block_align: 1u64 << base.trailing_zeros().min(block_size.trailing_zeros()),
             states: BlockStates::new(count),
             links,
             stacks,
@@ -63,7 +65,7 @@ impl Slab {
 
     /// The largest alignment every block has.
     pub(crate) fn block_alignment(&self) -> u64 {
-        1u64 << self.base.trailing_zeros().min(self.block_size.trailing_zeros())
+        self.block_align
     }
 
     /// The address of block `index`.

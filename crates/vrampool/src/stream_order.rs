@@ -107,7 +107,11 @@ impl StreamOrder {
     #[inline]
     pub(crate) fn index_of(&self, stream: StreamId) -> usize {
         let count = self.count.load(Ordering::Acquire);
-        for index in 0..count.min(OVERFLOW) {
+        // The common case: the first stream the pool saw.
+        if count > 0 && self.streams[0].load(Ordering::Relaxed) == stream.0 {
+            return 0;
+        }
+        for index in 1..count.min(OVERFLOW) {
             if self.streams[index].load(Ordering::Relaxed) == stream.0 {
                 return index;
             }

@@ -2,10 +2,13 @@
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::sync::Arc;
 
-use vrampool::PoolSpec;
-use vrampool_replay::{ComparisonRow, ReplayPlan, replay, replay_logged};
-use vrampool_trace::VrampoolCsvWriter;
+use serde::Serialize;
+use vrampool::{Backend, PoolSpec};
+use vrampool_cuda::{CudaDevice, CudaMemory, CudaVirtual};
+use vrampool_replay::{ComparisonRow, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on};
+use vrampool_trace::{Event, VrampoolCsvWriter};
 
 use super::replay_options;
 use crate::cli::ReplayArgs;
@@ -30,20 +33,121 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let trace = read(&args.trace, &args.options)?;
     let plan = ReplayPlan::from_trace(&trace);
     let result = match &args.events_out {
-        None => replay(&plan, &spec, &options)?,
+        None => run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |_| Ok(()))?,
         Some(path) => {
             let write_error = |source| Error::Write { path: path.display().to_string(), source };
             let file = File::create(path).map_err(write_error)?;
             let mut writer = VrampoolCsvWriter::new(BufWriter::new(file))?;
-            let result = replay_logged(&plan, &spec, &options, &mut |event| writer.write_event(&event))?;
+            let result = run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |event| writer.write_event(&event))?;
             writer.finish()?;
             result
         }
     };
+    let check = if args.check_against_sim && args.on != "sim" {
+        Some(SimulationCheck::new(&result, &replay(&plan, &spec, &options)?))
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&ComparisonRow::from(&result)).expect("plain data"));
-        return Ok(());
+        let output = ReplayOutput { row: ComparisonRow::from(&result), device: args.on.clone(), check: check.clone() };
+        println!("{}", serde_json::to_string_pretty(&output).expect("plain data"));
+    } else {
+        print_text(args, &result);
+        if let Some(check) = &check {
+            println!(
+                "on the GPU:     pool {} / driver {} peak reserved, simulation {} ({:+.3}% / {:+.3}%)",
+                mib(check.gpu_pool_peak_reserved_bytes),
+                check.gpu_driver_peak_used_bytes.map_or_else(|| "-".into(), mib),
+                mib(check.sim_peak_reserved_bytes),
+                check.pool_difference * 100.0,
+                check.driver_difference.unwrap_or(f64::NAN) * 100.0
+            );
+        }
     }
+    match check {
+        Some(check) if !check.agrees() => Err(Error::Device(format!(
+            "{}: the GPU's peak reserved bytes differ from the simulation's by more than 1% \
+             (pool {:+.3}%, driver {:+.3}%)",
+            result.trace,
+            check.pool_difference * 100.0,
+            check.driver_difference.unwrap_or(f64::NAN) * 100.0
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A replay's figures, the device it ran on, and its agreement with the simulation.
+#[derive(Debug, Serialize)]
+struct ReplayOutput {
+    #[serde(flatten)]
+    row: ComparisonRow,
+    device: String,
+    check: Option<SimulationCheck>,
+}
+
+/// How a replay on a GPU compares with the same replay on the simulated device.
+#[derive(Clone, Debug, Serialize)]
+struct SimulationCheck {
+    sim_peak_reserved_bytes: u64,
+    gpu_pool_peak_reserved_bytes: u64,
+    gpu_driver_peak_used_bytes: Option<u64>,
+    pool_difference: f64,
+    driver_difference: Option<f64>,
+    same_allocations: bool,
+}
+
+impl SimulationCheck {
+    fn new(gpu: &ReplayResult, sim: &ReplayResult) -> Self {
+        let relative =
+            |value: u64| (value as f64 - sim.peak_reserved_bytes as f64) / sim.peak_reserved_bytes.max(1) as f64;
+        SimulationCheck {
+            sim_peak_reserved_bytes: sim.peak_reserved_bytes,
+            gpu_pool_peak_reserved_bytes: gpu.peak_reserved_bytes,
+            gpu_driver_peak_used_bytes: gpu.device_peak_used_bytes,
+            pool_difference: relative(gpu.peak_reserved_bytes),
+            driver_difference: gpu.device_peak_used_bytes.map(relative),
+            same_allocations: gpu.stats.allocations == sim.stats.allocations
+                && gpu.stats.frees == sim.stats.frees
+                && gpu.peak_live_bytes == sim.peak_live_bytes
+                && gpu.ooms == sim.ooms,
+        }
+    }
+
+    fn agrees(&self) -> bool {
+        self.same_allocations
+            && self.pool_difference.abs() <= 0.01
+            && self.driver_difference.is_none_or(|d| d.abs() <= 0.01)
+    }
+}
+
+/// Replays on the device `on` names.
+fn run_on(
+    on: &str,
+    gpu: usize,
+    plan: &ReplayPlan,
+    spec: &PoolSpec,
+    options: &ReplayOptions,
+    log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
+) -> Result<ReplayResult> {
+    let device_error = |err: vrampool_cuda::CudaError| Error::Device(format!("GPU {gpu}: {err}"));
+    let (backend, memory): (Arc<dyn Backend>, Arc<dyn CudaMemory>) = match on {
+        "sim" => return Ok(vrampool_replay::replay_logged(plan, spec, options, log)?),
+        "cuda" => {
+            let device = Arc::new(CudaDevice::new(gpu).map_err(device_error)?);
+            (device.clone(), device)
+        }
+        "cuda-vm" => {
+            let device = Arc::new(CudaVirtual::with_page_size(gpu, spec.page_size).map_err(device_error)?);
+            (device.clone(), device)
+        }
+        other => return Err(Error::Usage(format!("--on {other}: expected sim, cuda or cuda-vm"))),
+    };
+    let used = || memory.memory_info().ok().map(|(free, total)| total - free);
+    let target = ReplayTarget { backend, simulated: None, used_bytes: Some(&used) };
+    Ok(replay_on(plan, spec, options, target, log)?)
+}
+
+fn print_text(args: &ReplayArgs, result: &ReplayResult) {
     println!(
         "trace:          {} ({} events, {} allocations and frees)",
         result.trace, result.events, result.operations
@@ -71,5 +175,4 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     if let Some(path) = &args.events_out {
         println!("event log:      {}", path.display());
     }
-    Ok(())
 }

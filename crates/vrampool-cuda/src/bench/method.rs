@@ -107,6 +107,9 @@ pub fn default_methods() -> Vec<Method> {
     ];
     methods.extend(Method::pool_on_both("fixed", |backend, pattern| FixedPool::new(backend, fixed_config(pattern))));
     methods.extend(Method::pool_on_both("dynamic", |backend, _| DynamicPool::new(backend, DynamicConfig::default())));
-    methods.extend(Method::pool_on_both("hybrid", |backend, _| HybridPool::new(backend, HybridConfig::default())));
+    // The hybrid learns its classes during the runner's warm-up; the bound on rounding waste is the one
+    // that lets 128 classes cover log-uniform churn sizes.
+    let hybrid = || HybridConfig::default().warmup_requests(1024).max_rounding_waste(0.125);
+    methods.extend(Method::pool_on_both("hybrid", move |backend, _| HybridPool::new(backend, hybrid())));
     methods
 }

@@ -26,7 +26,8 @@ pub struct BenchConfig {
     pub min_rounds: usize,
     /// Rounds measured at most. Default: 1000.
     pub max_rounds: usize,
-    /// Operations run before timing, after a churn pattern's blocks are allocated. Default: 200.
+    /// Operations run before timing, after a churn pattern's blocks are allocated (enough for the hybrid to
+    /// learn its classes). Default: 2000.
     pub warmup_ops: usize,
     /// The seed of the churn pattern's sizes and choices. Default: 42.
     pub seed: u64,
@@ -40,7 +41,7 @@ impl Default for BenchConfig {
             round_target: Duration::from_millis(2),
             min_rounds: 5,
             max_rounds: 1000,
-            warmup_ops: 200,
+            warmup_ops: 2000,
             seed: 42,
         }
     }

@@ -7,12 +7,14 @@ use std::ops::Range;
 pub(crate) struct ChunkSet {
     words: Vec<u64>,
     count: usize,
+    /// No word above this one holds a member (searches from the top start here).
+    top_word: usize,
 }
 
 impl ChunkSet {
     /// An empty set over `len` chunks.
     pub(crate) fn new(len: usize) -> Self {
-        ChunkSet { words: vec![0; len.div_ceil(64)], count: 0 }
+        ChunkSet { words: vec![0; len.div_ceil(64)], count: 0, top_word: 0 }
     }
 
     /// Members.
@@ -32,6 +34,7 @@ impl ChunkSet {
         if *word & bit == 0 {
             *word |= bit;
             self.count += 1;
+            self.top_word = self.top_word.max(index / 64);
         }
     }
 
@@ -49,7 +52,10 @@ impl ChunkSet {
     pub(crate) fn runs_from_top(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
         let mut taken = 0;
-        for (w, &word) in self.words.iter().enumerate().rev() {
+        if self.count == 0 {
+            return runs;
+        }
+        for (w, &word) in self.words[..=self.top_word].iter().enumerate().rev() {
             let mut bits = word;
             while bits != 0 && taken < limit {
                 let top = 63 - bits.leading_zeros() as usize;
@@ -102,5 +108,7 @@ mod tests {
         s.remove(64);
         assert_eq!(s.count(), 6);
         assert_eq!(s.gaps_in(62..67), vec![62..63, 64..65, 66..67]);
+        s.remove(150);
+        assert_eq!(s.runs_from_top(2), vec![65..66, 63..64], "a stale top hint only costs a longer search");
     }
 }

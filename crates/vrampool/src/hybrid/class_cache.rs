@@ -26,6 +26,9 @@ pub(crate) struct ClassCache {
     states: BlockStates,
     links: BlockLinks,
     cached: Box<[CachePadded<BlockStack>]>,
+    /// Which slots' stacks may hold blocks (a bit per slot), so a thread with an empty stack looks only
+    /// where blocks may be.
+    cached_slots: AtomicU64,
     empty: BlockStack,
 }
 
@@ -44,6 +47,7 @@ impl ClassCache {
             states: BlockStates::new(capacity),
             links,
             cached: (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect(),
+            cached_slots: AtomicU64::new(0),
             empty,
         }
     }
@@ -69,10 +73,22 @@ impl ClassCache {
 
     #[cold]
     fn steal(&self, slot: usize) -> Option<u32> {
-        (1..ALL_SLOTS)
-            .map(|k| (slot + k) % ALL_SLOTS)
-            .filter(|&other| !self.cached[other].is_empty())
-            .find_map(|other| self.cached[other].pop(&self.links))
+        let mut candidates = self.cached_slots.load(Ordering::Acquire) & !(1 << slot);
+        while candidates != 0 {
+            let other = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            if let Some(index) = self.cached[other].pop(&self.links) {
+                return Some(index);
+            }
+            if self.cached[other].is_empty() {
+                // A push after this clear sets the bit again.
+                self.cached_slots.fetch_and(!(1 << other), Ordering::AcqRel);
+                if !self.cached[other].is_empty() {
+                    self.cached_slots.fetch_or(1 << other, Ordering::AcqRel);
+                }
+            }
+        }
+        None
     }
 
     /// An index with no block, to carve one for; `None` when the class holds its capacity.
@@ -89,6 +105,10 @@ impl ClassCache {
     #[inline]
     pub(crate) fn cache(&self, slot: ThreadSlot, index: u32) {
         self.cached[slot.index].push(&self.links, index);
+        let bit = 1 << slot.index;
+        if self.cached_slots.load(Ordering::Relaxed) & bit == 0 {
+            self.cached_slots.fetch_or(bit, Ordering::AcqRel);
+        }
     }
 
     /// The address of block `index` (0 when none is carved).
@@ -144,7 +164,8 @@ impl ClassCache {
 
     /// Whether no block is cached (racy).
     pub(crate) fn nothing_cached(&self) -> bool {
-        self.cached.iter().all(|stack| stack.is_empty())
+        let slots = self.cached_slots.load(Ordering::Acquire);
+        (0..ALL_SLOTS).filter(|s| slots & (1 << s) != 0).all(|s| self.cached[s].is_empty())
     }
 }
 

@@ -1,0 +1,195 @@
+//! The C API for pools a program makes itself: create from a config string, allocate, free, trim,
+//! stats, destroy.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::ptr;
+
+use vrampool::{BackendKind, DEFAULT_ALIGNMENT, PoolSpec};
+
+use crate::abi_boundary::{guarded, guarded_status};
+use crate::backed_pool::BackedPool;
+use crate::c_string::hand_out;
+use crate::error::CapiError;
+use crate::handle_table::HANDLES;
+
+/// A pool made with `vrampool_pool_create`: an opaque handle, valid until `vrampool_pool_destroy`.
+pub struct PoolHandle {
+    _opaque: [u8; 0],
+}
+
+/// The device a pool takes its memory from where the config string names no `backend`: CUDA virtual
+/// memory, so the pool grows in place.
+pub const DEFAULT_BACKEND: BackendKind = BackendKind::CudaVirtual;
+
+/// The config string at `config` (NULL: the empty string, every default).
+///
+/// # Safety
+/// `config` is NULL or a NUL-terminated string.
+unsafe fn config_text<'a>(function: &'static str, config: *const c_char) -> Result<&'a str, CapiError> {
+    if config.is_null() {
+        return Ok("");
+    }
+    // SAFETY: the caller vouches that `config` is a NUL-terminated string.
+    let bytes = unsafe { CStr::from_ptr(config) };
+    bytes.to_str().map_err(|err| CapiError::NotUtf8 { function, argument: "config", offset: err.valid_up_to() })
+}
+
+/// The live pool behind `pool`.
+fn lookup(function: &'static str, pool: *mut PoolHandle) -> Result<std::sync::Arc<BackedPool>, CapiError> {
+    if pool.is_null() {
+        return Err(CapiError::NullArgument { function, argument: "pool" });
+    }
+    HANDLES.get(pool.addr()).ok_or(CapiError::NoSuchPool { function, handle: pool.addr() })
+}
+
+/// Writes `value` to `out` where `out` is not NULL.
+///
+/// # Safety
+/// `out` is NULL or points to a writable `uint64_t`.
+unsafe fn write_out(out: *mut u64, value: u64) {
+    if !out.is_null() {
+        // SAFETY: the caller vouches that a non-null `out` points to a writable u64.
+        unsafe { out.write_unaligned(value) };
+    }
+}
+
+/// Makes a pool on device 0 from a config string (`strategy=hybrid,coverage=0.9,...`, the syntax of the
+/// `vrampool` command; NULL or "" for every default). `backend=` picks the device: `cuda-vm` (CUDA
+/// virtual memory, the default), `cuda` (`cuMemAlloc` segments), `host` (host memory with synthetic
+/// addresses, for tests; it pretends to hold 4 GiB) or `sim` (the simulated H200).
+///
+/// Returns NULL on failure, with `vrampool_last_error()` saying why (a bad config string names the bad
+/// key) and `vrampool_last_error_code()` giving the status.
+///
+/// # Safety
+/// `config` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_create(config: *const c_char) -> *mut PoolHandle {
+    // SAFETY: the same contract, passed on.
+    unsafe { create("vrampool_pool_create", config, 0) }
+}
+
+/// `vrampool_pool_create` on CUDA device `device` (the host and simulated devices ignore it).
+///
+/// # Safety
+/// `config` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_create_on_device(config: *const c_char, device: c_int) -> *mut PoolHandle {
+    // SAFETY: the same contract, passed on.
+    unsafe { create("vrampool_pool_create_on_device", config, device) }
+}
+
+/// Makes a pool for the C function `function`.
+///
+/// # Safety
+/// `config` is NULL or a NUL-terminated string.
+unsafe fn create(function: &'static str, config: *const c_char, device: c_int) -> *mut PoolHandle {
+    guarded(function, || {
+        // SAFETY: the caller's contract.
+        let text = unsafe { config_text(function, config) }?;
+        let ordinal = usize::try_from(device).map_err(|_| CapiError::BadDevice {
+            function,
+            device: device.into(),
+            last: c_int::MAX as usize,
+        })?;
+        let spec = PoolSpec::parse(text)?;
+        let pool = BackedPool::build(&spec, DEFAULT_BACKEND, ordinal)?;
+        Ok(ptr::without_provenance_mut(HANDLES.insert(pool)))
+    })
+    .unwrap_or(ptr::null_mut())
+}
+
+/// Destroys a pool: its memory goes back to the device (allocations still live are freed with it). NULL
+/// is ignored; a handle that is not live is left alone and recorded as the last error
+/// (`VRAMPOOL_STATUS_NO_POOL`). A call on another thread that is using the pool finishes first.
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_pool_destroy(pool: *mut PoolHandle) {
+    let _ = guarded("vrampool_pool_destroy", || {
+        if pool.is_null() {
+            return Ok(());
+        }
+        HANDLES
+            .remove(pool.addr())
+            .map(drop)
+            .ok_or(CapiError::NoSuchPool { function: "vrampool_pool_destroy", handle: pool.addr() })
+    });
+}
+
+/// Allocates `size` bytes aligned to `alignment` (a power of two; 0 means 256, and every block is
+/// aligned to at least 256 bytes) for use on `stream`, and writes the address to `*out_addr`.
+///
+/// A `size` of 0 allocates nothing, writes 0 and returns `VRAMPOOL_STATUS_OK` (free of 0 does nothing, as
+/// with malloc and free). Returns `VRAMPOOL_STATUS_OUT_OF_MEMORY` where the pool cannot serve the request.
+///
+/// # Safety
+/// `out_addr` points to a writable `uint64_t`. On a CUDA device `stream` is 0 or a `CUstream` of the
+/// device's primary context that stays alive for as long as the pool (it is registered with the device
+/// on first use); on the host and simulated devices any number is a stream label.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_alloc(
+    pool: *mut PoolHandle,
+    size: usize,
+    alignment: usize,
+    stream: u64,
+    out_addr: *mut u64,
+) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_alloc";
+    guarded_status(FUNCTION, || {
+        let pool = lookup(FUNCTION, pool)?;
+        if out_addr.is_null() {
+            return Err(CapiError::NullArgument { function: FUNCTION, argument: "out_addr" });
+        }
+        // SAFETY: `out_addr` is not null, and the caller vouches that it points to a writable u64.
+        unsafe { write_out(out_addr, 0) };
+        if size == 0 {
+            return Ok(());
+        }
+        let alignment = if alignment == 0 { DEFAULT_ALIGNMENT } else { alignment as u64 };
+        // SAFETY: the caller vouches for the stream as `allocate` asks.
+        let addr = unsafe { pool.allocate(size as u64, alignment, stream) }?;
+        // SAFETY: as above.
+        unsafe { write_out(out_addr, addr) };
+        Ok(())
+    })
+}
+
+/// Frees the allocation that starts at `addr`. 0 does nothing. A second free gives
+/// `VRAMPOOL_STATUS_NOT_LIVE`, an address the pool never handed out `VRAMPOOL_STATUS_FOREIGN_ADDRESS`;
+/// either way the pool is left as it was.
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_pool_free(pool: *mut PoolHandle, addr: u64) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_free";
+    guarded_status(FUNCTION, || {
+        let pool = lookup(FUNCTION, pool)?;
+        if addr == 0 {
+            return Ok(());
+        }
+        pool.free(addr)
+    })
+}
+
+/// Gives the pool's wholly free memory back to the device, and writes the bytes given back to
+/// `*out_bytes` (where `out_bytes` is not NULL).
+///
+/// # Safety
+/// `out_bytes` is NULL or points to a writable `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_trim(pool: *mut PoolHandle, out_bytes: *mut u64) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_trim";
+    guarded_status(FUNCTION, || {
+        let bytes = lookup(FUNCTION, pool)?.trim()?;
+        // SAFETY: the caller vouches that a non-null `out_bytes` points to a writable u64.
+        unsafe { write_out(out_bytes, bytes) };
+        Ok(())
+    })
+}
+
+/// The pool's counters and its detailed report as one JSON object: `strategy`, `backend`, `config`,
+/// `utilization`, `stats` (`allocated_bytes` and `reserved_bytes` as `{"current", "peak"}`, counts of
+/// allocations, frees, fallbacks, growths, ...), `failed_allocations`, `last_failure`, and `report` (every
+/// segment and live block). Free it with `vrampool_string_free`. NULL on failure.
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_pool_stats_json(pool: *mut PoolHandle) -> *mut c_char {
+    const FUNCTION: &str = "vrampool_pool_stats_json";
+    guarded(FUNCTION, || Ok(hand_out(lookup(FUNCTION, pool)?.to_json(None)))).unwrap_or(ptr::null_mut())
+}

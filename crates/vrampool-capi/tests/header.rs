@@ -1,0 +1,72 @@
+//! `include/vrampool.h` is what cbindgen makes of this crate now.
+
+use std::path::{Path, PathBuf};
+
+/// The checked-in header.
+fn header_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include/vrampool.h")
+}
+
+/// The header cbindgen generates from the crate's source and `cbindgen.toml`.
+fn generated_header() -> String {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml reads");
+    let bindings = cbindgen::Builder::new()
+        .with_crate(crate_dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen generates the header");
+    let mut bytes = Vec::new();
+    bindings.write(&mut bytes);
+    String::from_utf8(bytes).expect("the header is UTF-8")
+}
+
+#[test]
+fn the_checked_in_header_is_current() {
+    let generated = generated_header();
+    let path = header_path();
+    if std::env::var_os("UPDATE_HEADER").is_some() {
+        std::fs::write(&path, &generated).expect("include/vrampool.h is writable");
+        return;
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    if checked_in != generated {
+        let line = checked_in.lines().zip(generated.lines()).position(|(a, b)| a != b);
+        panic!(
+            "include/vrampool.h is stale (first difference at line {}; it has {} lines, the generated one {}). \
+             Refresh it with: UPDATE_HEADER=1 cargo test -p vrampool-capi --test header",
+            line.map_or_else(|| "end".to_string(), |l| (l + 1).to_string()),
+            checked_in.lines().count(),
+            generated.lines().count()
+        );
+    }
+}
+
+#[test]
+fn the_header_declares_every_exported_function_and_status() {
+    let header = generated_header();
+    for name in [
+        "void *vrampool_torch_alloc(size_t size, int device, void *stream);",
+        "void vrampool_torch_free(void *ptr, size_t size, int device, void *stream);",
+        "const char *vrampool_last_error(void);",
+        "int vrampool_last_error_code(void);",
+        "vrampool_pool *vrampool_pool_create(const char *config);",
+        "vrampool_pool *vrampool_pool_create_on_device(const char *config, int device);",
+        "void vrampool_pool_destroy(vrampool_pool *pool);",
+        "int vrampool_pool_alloc(vrampool_pool *pool,",
+        "int vrampool_pool_free(vrampool_pool *pool, uint64_t addr);",
+        "int vrampool_pool_trim(vrampool_pool *pool, uint64_t *out_bytes);",
+        "char *vrampool_pool_stats_json(vrampool_pool *pool);",
+        "char *vrampool_stats_json(int device);",
+        "void vrampool_string_free(char *text);",
+        "int vrampool_device_pool_exists(int device);",
+        "int vrampool_device_trim(int device, uint64_t *out_bytes);",
+        "int vrampool_device_trim_all(uint64_t *out_bytes);",
+        "typedef struct vrampool_pool vrampool_pool;",
+        "VRAMPOOL_STATUS_OK = 0,",
+        "VRAMPOOL_STATUS_BAD_ARGUMENT = -1,",
+        "VRAMPOOL_STATUS_INTERNAL = -9,",
+    ] {
+        assert!(header.contains(name), "the header lacks `{name}`:\n{header}");
+    }
+}

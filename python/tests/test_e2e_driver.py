@@ -1,0 +1,103 @@
+"""The parts of scripts/pytorch-e2e.py that need no GPU: each mode's environment, configs for the GPU, and the
+summary table built from run records."""
+
+import contextlib
+import importlib.util
+import io
+import json
+import pathlib
+import tempfile
+import unittest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "pytorch-e2e.py"
+spec = importlib.util.spec_from_file_location("pytorch_e2e", SCRIPT)
+e2e = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(e2e)
+
+
+class Environment(unittest.TestCase):
+    def test_each_mode_sets_its_variables_and_clears_the_others(self):
+        base = {"PATH": "/bin", "PYTORCH_CUDA_ALLOC_CONF": "stale", "VRAMPOOL_CONF": "stale"}
+        self.assertEqual(e2e.apply_environment(base, "pytorch", None), {"PATH": "/bin", "VRAMPOOL_CONF": "stale"})
+        self.assertEqual(
+            e2e.apply_environment(base, "expandable", None)["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True"
+        )
+        self.assertEqual(
+            e2e.apply_environment(base, "cudamallocasync", None)["PYTORCH_CUDA_ALLOC_CONF"], "backend:cudaMallocAsync"
+        )
+        nocache = e2e.apply_environment(base, "nocache", None)
+        self.assertEqual(nocache["PYTORCH_NO_CUDA_MEMORY_CACHING"], "1")
+        self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", nocache)
+        self.assertNotIn("VRAMPOOL_CONF", e2e.apply_environment(base, "vrampool", None), "the default config")
+        advised = e2e.apply_environment(base, "vrampool-advised", "strategy=dynamic")
+        self.assertEqual(advised["VRAMPOOL_CONF"], "strategy=dynamic")
+        self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", advised)
+        self.assertEqual(set(e2e.MODE_ENVIRONMENT), set(e2e.MODES))
+
+    def test_configs_from_replays_lose_their_simulated_backend(self):
+        self.assertEqual(e2e.device_conf("strategy=hybrid,backend=sim,coverage=0.95"), "strategy=hybrid,coverage=0.95")
+        self.assertEqual(e2e.device_conf("strategy=dynamic, backend=host"), "strategy=dynamic")
+        self.assertEqual(e2e.device_conf("strategy=fixed,backend=cuda"), "strategy=fixed,backend=cuda")
+
+
+def record(workload, mode, wall, rep, losses=None, tokens=None, digest=None, role="measure", ok=True):
+    run = {"workload": workload, "mode": mode, "ok": ok, "rep": rep, "role": role}
+    if ok:
+        run.update(wall_s=wall, peak_reserved_bytes=1000 * e2e.MIB, peak_allocated_bytes=900 * e2e.MIB)
+        run.update(driver_used_bytes_end=1500 * e2e.MIB, gpu="GPU", torch="2")
+    else:
+        run["error"] = "exit status 1"
+    if losses is not None:
+        run["losses"] = losses
+    if tokens is not None:
+        run.update(generated_tokens=tokens, tokens_sha256=digest)
+    return run
+
+
+class Summary(unittest.TestCase):
+    def test_rows_take_medians_and_compare_with_pytorchs_first_run(self):
+        runs = [
+            record("resnet_train_fixed", "pytorch", 2.0, 0, losses=[7.0, 6.5]),
+            record("resnet_train_fixed", "pytorch", 4.0, 1, losses=[7.0, 6.6]),
+            record("resnet_train_fixed", "pytorch", 3.0, 2, losses=[7.0, 6.5]),
+            record("resnet_train_fixed", "pytorch", 9.0, 3, losses=[7.0, 6.5001], role="spread"),
+            record("resnet_train_fixed", "vrampool", 1.0, 0, losses=[7.0, 6.52]),
+            record("resnet_train_fixed", "vrampool", 1.5, 1, losses=[7.0, 6.5]),
+            record("resnet_train_fixed", "nocache", None, 0, ok=False),
+            record("gpt_serve", "pytorch", 5.0, 0, tokens=[64, 128], digest="a"),
+            record("gpt_serve", "vrampool", 5.0, 0, tokens=[64, 128], digest="a"),
+            record("gpt_serve", "vrampool", 5.0, 1, tokens=[64, 128], digest="b"),
+        ]
+        rows = {(row["workload"], row["mode"]): row for row in e2e.summarize(runs)}
+        pytorch = rows[("resnet_train_fixed", "pytorch")]
+        self.assertEqual(pytorch["wall_s_median"], 3.0, "the spread runs are not timed")
+        self.assertAlmostEqual(pytorch["max_loss_difference_vs_pytorch_run_1"], 0.1)
+        mine = rows[("resnet_train_fixed", "vrampool")]
+        self.assertEqual(mine["wall_s_median"], 1.25)
+        self.assertAlmostEqual(mine["wall_vs_pytorch"], 1.25 / 3.0)
+        self.assertAlmostEqual(mine["max_loss_difference_vs_pytorch_run_1"], 0.02)
+        self.assertAlmostEqual(mine["utilization"], 0.9)
+        failed = rows[("resnet_train_fixed", "nocache")]
+        self.assertEqual((failed["runs_ok"], failed["runs"], failed["errors"]), (0, 1, ["exit status 1"]))
+        serve = rows[("gpt_serve", "vrampool")]
+        self.assertTrue(serve["token_counts_match_pytorch"])
+        self.assertEqual((serve["token_ids_match_pytorch"], serve["token_ids_compared"]), (1, 2))
+
+    def test_the_report_is_written_from_the_run_records(self):
+        with tempfile.TemporaryDirectory() as folder:
+            out = pathlib.Path(folder)
+            runs = [
+                record("gpt_train_varlen", "pytorch", 8.0, 0, losses=[10.9]),
+                record("gpt_train_varlen", "expandable", 8.4, 0, losses=[10.9]),
+            ]
+            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+            with contextlib.redirect_stdout(io.StringIO()):
+                e2e.report(out)
+            table = (out / "pytorch-e2e.md").read_text()
+            row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.05x | 1,000 | 900 | 0.900 |"
+            self.assertIn(row, table)
+            self.assertEqual(len(json.loads((out / "pytorch-e2e.json").read_text())["rows"]), 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""Real PyTorch workloads under vrampool and under PyTorch's own allocators, on one GPU.
+
+Three workloads (the ones the traces in traces/ were recorded from), each run in its own process under one
+allocator mode:
+
+  resnet_train_fixed  torchvision ResNet-50 training, batch 64 at 224x224, SGD with momentum, 8 timed steps
+                      (after 1 warm-up step that is not timed), fixed shapes
+  gpt_train_varlen    GPT-2 small (12 layers, 768 wide, random weights, built from GPT2Config) training with
+                      AdamW and bf16 autocast, 20 timed steps (after 1 warm-up step that is not timed); batch in
+                      4..32 and sequence length 64..1024 drawn each step from a seeded RNG
+  gpt_serve           GPT-2 small in bf16, `generate` with a KV cache (greedy), 12 requests: batch in {1,2,4,8},
+                      prompt 16..512 tokens, 32..128 new tokens (exactly: min_new_tokens = max_new_tokens); all
+                      12 requests are timed, there is no warm-up
+
+Modes:
+
+  vrampool            vrampool.install() with the default config (the hybrid pool on CUDA virtual memory)
+  vrampool-advised    vrampool.install(conf) with a config string given per workload (--advised ...)
+  pytorch             PyTorch's default caching allocator
+  expandable          PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  cudamallocasync     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+  nocache             PYTORCH_NO_CUDA_MEMORY_CACHING=1
+
+Commands:
+
+  run     one workload under one mode in this process; prints one JSON line on stdout (everything else goes
+          to stderr): wall time of the timed steps, per-step losses (training) or generated token counts
+          (generation), peak reserved and allocated bytes (vrampool: its own stats; PyTorch:
+          torch.cuda.max_memory_reserved/allocated), and the driver's used memory (torch.cuda.mem_get_info)
+          at the start and at the end
+  drive   runs every (workload, mode) --reps times, each in a fresh process (and PyTorch's default --extra
+          more times, to measure its own loss spread), appends each run to OUT/runs.jsonl, and writes
+          OUT/pytorch-e2e.md (a table: median wall time, peaks, utilization, loss difference) and
+          OUT/pytorch-e2e.json
+  report  rewrites the table and the JSON from OUT/runs.jsonl (after runs split over several drive calls)
+
+Example (about 3, 6 and 6 minutes on one H200 with the defaults; split so each call stays under 10 minutes):
+
+  cargo build --release -p vrampool-capi
+  python3 scripts/pytorch-e2e.py drive --out e2e --workloads resnet_train_fixed --advised resnet_train_fixed CONF
+  python3 scripts/pytorch-e2e.py drive --out e2e --workloads gpt_train_varlen --advised gpt_train_varlen CONF
+  python3 scripts/pytorch-e2e.py drive --out e2e --workloads gpt_serve --advised gpt_serve CONF
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+WORKLOADS = ("resnet_train_fixed", "gpt_train_varlen", "gpt_serve")
+MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasync", "nocache")
+TRAINING = ("resnet_train_fixed", "gpt_train_varlen")
+MIB = 1 << 20
+
+#: What each mode sets in the environment before torch is imported (None: removed).
+MODE_ENVIRONMENT = {
+    "vrampool": {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_NO_CUDA_MEMORY_CACHING": None, "VRAMPOOL_CONF": None},
+    "vrampool-advised": {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_NO_CUDA_MEMORY_CACHING": None},
+    "pytorch": {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_NO_CUDA_MEMORY_CACHING": None},
+    "expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTORCH_NO_CUDA_MEMORY_CACHING": None},
+    "cudamallocasync": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync", "PYTORCH_NO_CUDA_MEMORY_CACHING": None},
+    "nocache": {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def mode_changes(mode: str, conf: str | None) -> dict:
+    """The variables `mode` sets (None: removes), VRAMPOOL_CONF = conf for vrampool-advised."""
+    changes = dict(MODE_ENVIRONMENT[mode])
+    if mode == "vrampool-advised":
+        changes["VRAMPOOL_CONF"] = conf
+    return changes
+
+
+def apply_environment(env: dict, mode: str, conf: str | None) -> dict:
+    """`env` with the variables of `mode` set or removed."""
+    env = dict(env)
+    for name, value in mode_changes(mode, conf).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def device_conf(conf: str) -> str:
+    """A config string for the GPU: a `backend=` naming a device without a GPU (sim, host: what trace replays
+    use) is dropped, so the pool runs on CUDA virtual memory."""
+    items = [item.strip() for item in conf.split(",") if item.strip()]
+    kept = [item for item in items if item.replace(" ", "") not in ("backend=sim", "backend=host")]
+    if len(kept) != len(items):
+        log(f"note: dropped the simulated backend from the advised config `{conf}`")
+    return ",".join(kept)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One run, in this process.
+
+
+def resnet_train_fixed(torch, seed: int) -> dict:
+    import torchvision
+
+    steps, batch = 8, 64
+    torch.manual_seed(seed)
+    model = torchvision.models.resnet50(weights=None).cuda().train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+
+    def step():
+        images = torch.randn(batch, 3, 224, 224, device="cuda", generator=generator)
+        labels = torch.randint(0, 1000, (batch,), device="cuda", generator=generator)
+        loss = loss_fn(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    warmup_loss = step().item()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    losses = [step() for _ in range(steps)]
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "timed_steps": steps,
+        "warmup_steps": 1,
+        "warmup_loss": warmup_loss,
+        "losses": [loss.item() for loss in losses],
+    }
+
+
+def gpt2_small(torch, seed: int):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
+    return config, GPT2LMHeadModel(config)
+
+
+def gpt_train_varlen(torch, seed: int) -> dict:
+    steps = 20
+    config, model = gpt2_small(torch, seed)
+    model = model.cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    shapes = [(rng.randint(4, 32), rng.randint(64, 1024)) for _ in range(steps + 1)]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+
+    def step(batch, length):
+        tokens = torch.randint(0, config.vocab_size, (batch, length), device="cuda", generator=generator)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    warmup_loss = step(*shapes[0]).item()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    losses = [step(*shape) for shape in shapes[1:]]
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "timed_steps": steps,
+        "warmup_steps": 1,
+        "warmup_loss": warmup_loss,
+        "losses": [loss.item() for loss in losses],
+        "shapes": shapes[1:],
+    }
+
+
+def gpt_serve(torch, seed: int) -> dict:
+    requests = 12
+    config, model = gpt2_small(torch, seed)
+    model = model.to(device="cuda", dtype=torch.bfloat16).eval()
+    rng = random.Random(seed)
+    plan = [(rng.choice([1, 2, 4, 8]), rng.randint(16, 512), rng.randint(32, 128)) for _ in range(requests)]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+    outputs = []
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for batch, prompt, new_tokens in plan:
+            tokens = torch.randint(0, config.vocab_size, (batch, prompt), device="cuda", generator=generator)
+            out = model.generate(
+                input_ids=tokens,
+                attention_mask=torch.ones_like(tokens),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                use_cache=True,
+                pad_token_id=config.eos_token_id,
+            )
+            outputs.append(out[:, prompt:])
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    digest = hashlib.sha256()
+    for out in outputs:
+        digest.update(str(out.cpu().tolist()).encode())
+    return {
+        "wall_s": wall,
+        "timed_steps": requests,
+        "warmup_steps": 0,
+        "requests": plan,
+        "generated_tokens": [int(out.numel()) for out in outputs],
+        "tokens_sha256": digest.hexdigest(),
+    }
+
+
+RUNNERS = {"resnet_train_fixed": resnet_train_fixed, "gpt_train_varlen": gpt_train_varlen, "gpt_serve": gpt_serve}
+
+
+def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | None) -> dict:
+    """Runs `workload` under `mode` in this process (the environment must be set before torch is imported)."""
+    for name, value in mode_changes(mode, conf).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    vrampool = None
+    if mode.startswith("vrampool"):
+        sys.path.insert(0, str(REPO / "python"))
+        import vrampool
+
+        vrampool.install(conf=conf, path=lib)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device is visible to PyTorch")
+    torch.cuda.set_device(0)
+    free, total = torch.cuda.mem_get_info()
+    result = {"workload": workload, "mode": mode, "seed": seed, "ok": True}
+    result.update(RUNNERS[workload](torch, seed))
+    torch.cuda.synchronize()
+    free_end, _ = torch.cuda.mem_get_info()
+    result["driver_used_bytes_start"] = total - free
+    result["driver_used_bytes_end"] = total - free_end
+    result["device_total_bytes"] = total
+    if vrampool is not None:
+        pool = vrampool.stats(0)
+        stats = pool["stats"]
+        result["peak_reserved_bytes"] = stats["reserved_bytes"]["peak"]
+        result["peak_allocated_bytes"] = stats["allocated_bytes"]["peak"]
+        result["allocated_is_requested"] = True
+        result["vrampool"] = {
+            "config": pool["config"],
+            "backend": pool["backend"],
+            "utilization": pool["utilization"],
+            "failed_allocations": pool["failed_allocations"],
+            "last_failure": pool["last_failure"],
+            **{
+                key: stats[key]
+                for key in (
+                    "allocations",
+                    "fallbacks",
+                    "growths",
+                    "pre_expansions",
+                    "backend_calls",
+                    "chunks_moved",
+                    "trimmed_bytes",
+                    "synchronizations",
+                )
+                if key in stats
+            },
+        }
+    else:
+        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        result["allocated_is_requested"] = False
+    result["torch"] = torch.__version__
+    result["gpu"] = torch.cuda.get_device_name(0)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The driver.
+
+
+def run_in_child(workload: str, mode: str, conf: str | None, seed: int, lib: str | None, timeout: float) -> dict:
+    """One run in a fresh process; its JSON line, or a record of the failure."""
+    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "run", "--workload", workload, "--mode", mode]
+    command += ["--seed", str(seed)]
+    if conf is not None:
+        command += ["--conf", conf]
+    if lib is not None:
+        command += ["--lib", lib]
+    env = apply_environment(dict(os.environ), mode, conf)
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        stderr = err.stderr or ""
+        tail = (stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr)[-3000:]
+        return {
+            "workload": workload,
+            "mode": mode,
+            "ok": False,
+            "error": f"timed out after {timeout:.0f} s",
+            "stderr_tail": tail,
+        }
+    process_s = time.perf_counter() - started
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {
+            "workload": workload,
+            "mode": mode,
+            "ok": False,
+            "error": f"exit status {done.returncode}",
+            "stderr_tail": done.stderr[-3000:],
+        }
+    record = json.loads(lines[-1])
+    record["process_s"] = process_s
+    return record
+
+
+def drive(args) -> None:
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    advised = {workload: device_conf(conf) for workload, conf in (args.advised or [])}
+    if args.advised_conf:
+        for workload in WORKLOADS:
+            advised.setdefault(workload, device_conf(args.advised_conf))
+    plan = []
+    for rep in range(args.reps):
+        for workload in args.workloads:
+            for mode in args.modes:
+                if mode == "vrampool-advised" and workload not in advised:
+                    continue
+                plan.append((workload, mode, rep, "measure"))
+    for extra in range(args.extra):
+        for workload in args.workloads:
+            if "pytorch" in args.modes:
+                plan.append((workload, "pytorch", args.reps + extra, "spread"))
+    skipped = [w for w in args.workloads if "vrampool-advised" in args.modes and w not in advised]
+    if skipped:
+        log(f"note: vrampool-advised is skipped for {', '.join(skipped)}: no --advised config was given")
+    log(f"{len(plan)} runs; results go to {out}/runs.jsonl")
+    started = time.perf_counter()
+    with open(out / "runs.jsonl", "a", encoding="utf-8") as runs:
+        for index, (workload, mode, rep, role) in enumerate(plan, 1):
+            conf = advised.get(workload) if mode == "vrampool-advised" else None
+            record = run_in_child(workload, mode, conf, args.seed, args.lib, args.timeout)
+            record.update({"rep": rep, "role": role, "conf": conf, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            runs.write(json.dumps(record) + "\n")
+            runs.flush()
+            elapsed = time.perf_counter() - started
+            outcome = f"{record['wall_s']:.3f} s" if record.get("ok") else f"FAILED ({record.get('error')})"
+            log(f"[{index}/{len(plan)}] {workload} {mode} run {rep + 1}: {outcome}  (elapsed {elapsed:.0f} s)")
+            if not record.get("ok"):
+                log(record.get("stderr_tail", "")[-1500:])
+    report(out)
+
+
+def read_runs(out: pathlib.Path) -> list[dict]:
+    path = out / "runs.jsonl"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: run `drive` first")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def max_loss_difference(losses: list[float], reference: list[float]) -> float | None:
+    if not losses or not reference or len(losses) != len(reference):
+        return None
+    return max(abs(a - b) for a, b in zip(losses, reference))
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """One row per (workload, mode) in the runs."""
+    rows = []
+    for workload in WORKLOADS:
+        ok_pytorch = [r for r in runs if r["workload"] == workload and r["mode"] == "pytorch" and r.get("ok")]
+        reference = ok_pytorch[0] if ok_pytorch else None
+        pytorch_wall = median([r["wall_s"] for r in ok_pytorch if r.get("role") == "measure"])
+        for mode in MODES:
+            mine = [r for r in runs if r["workload"] == workload and r["mode"] == mode]
+            if not mine:
+                continue
+            ok = [r for r in mine if r.get("ok")]
+            timed = [r for r in ok if r.get("role", "measure") == "measure"]
+            row = {
+                "workload": workload,
+                "mode": mode,
+                "runs": len(mine),
+                "runs_ok": len(ok),
+                "wall_s_median": median([r["wall_s"] for r in timed]),
+                "wall_s_min": min((r["wall_s"] for r in timed), default=None),
+                "wall_s_max": max((r["wall_s"] for r in timed), default=None),
+                "peak_reserved_bytes": median([r.get("peak_reserved_bytes") for r in ok]),
+                "peak_allocated_bytes": median([r.get("peak_allocated_bytes") for r in ok]),
+                "driver_used_bytes_end": median([r.get("driver_used_bytes_end") for r in ok]),
+                "driver_used_bytes_start": median([r.get("driver_used_bytes_start") for r in ok]),
+                "conf": next((r.get("vrampool", {}).get("config") for r in ok if r.get("vrampool")), None),
+                "errors": sorted({r.get("error", "") for r in mine if not r.get("ok")}),
+            }
+            if row["peak_reserved_bytes"] and row["peak_allocated_bytes"]:
+                row["utilization"] = row["peak_allocated_bytes"] / row["peak_reserved_bytes"]
+            if pytorch_wall and row["wall_s_median"]:
+                row["wall_vs_pytorch"] = row["wall_s_median"] / pytorch_wall
+            if reference is not None and ok:
+                others = [r for r in ok if r is not reference]
+                if workload in TRAINING:
+                    diffs = [max_loss_difference(r.get("losses"), reference.get("losses")) for r in others]
+                    row["max_loss_difference_vs_pytorch_run_1"] = max((d for d in diffs if d is not None), default=None)
+                else:
+                    row["token_counts_match_pytorch"] = all(
+                        r.get("generated_tokens") == reference.get("generated_tokens") for r in ok
+                    )
+                    row["token_ids_match_pytorch"] = sum(
+                        r.get("tokens_sha256") == reference.get("tokens_sha256") for r in others
+                    )
+                    row["token_ids_compared"] = len(others)
+            rows.append(row)
+    return rows
+
+
+def mib(value) -> str:
+    return "-" if value is None else f"{value / MIB:,.0f}"
+
+
+def report(out: pathlib.Path) -> None:
+    runs = read_runs(out)
+    rows = summarize(runs)
+    meta = next((r for r in runs if r.get("ok")), {})
+    (out / "pytorch-e2e.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=2), encoding="utf-8")
+    lines = [
+        "# PyTorch workloads under each allocator",
+        "",
+        f"GPU: {meta.get('gpu', '?')}; PyTorch {meta.get('torch', '?')}. Each run is a fresh process. Wall time: the "
+        "timed steps only (training: after 1 warm-up step that is not timed; generation: all 12 requests, no "
+        "warm-up), median of the runs (min-max). Peaks: vrampool's own stats for vrampool modes (allocated = "
+        "requested bytes); `torch.cuda.max_memory_reserved/allocated` for PyTorch modes (allocated = sizes "
+        "rounded to 512 B). Driver used: `total - free` of `torch.cuda.mem_get_info()` at the end of the run "
+        "(includes the CUDA context).",
+        "",
+        "| workload | mode | runs ok | wall s median (min-max) | vs pytorch | peak reserved MiB | peak allocated MiB "
+        "| utilization | driver used MiB (end) | agreement with PyTorch run 1 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        wall = "-"
+        if row["wall_s_median"] is not None:
+            wall = f"{row['wall_s_median']:.3f} ({row['wall_s_min']:.3f}-{row['wall_s_max']:.3f})"
+        versus = f"{row['wall_vs_pytorch']:.2f}x" if row.get("wall_vs_pytorch") else "-"
+        utilization = f"{row['utilization']:.3f}" if row.get("utilization") else "-"
+        if row["workload"] in TRAINING:
+            diff = row.get("max_loss_difference_vs_pytorch_run_1")
+            agreement = "-" if diff is None else f"max loss diff {diff:.2e}"
+        elif "token_counts_match_pytorch" in row:
+            counts = "token counts equal" if row["token_counts_match_pytorch"] else "TOKEN COUNTS DIFFER"
+            agreement = f"{counts}; ids equal in {row['token_ids_match_pytorch']}/{row['token_ids_compared']}"
+        else:
+            agreement = "-"
+        ok = f"{row['runs_ok']}/{row['runs']}" + (f" ({'; '.join(row['errors'])})" if row["errors"] else "")
+        lines.append(
+            f"| {row['workload']} | {row['mode']} | {ok} | {wall} | {versus} | {mib(row['peak_reserved_bytes'])} "
+            f"| {mib(row['peak_allocated_bytes'])} | {utilization} | {mib(row['driver_used_bytes_end'])} | {agreement} |"
+        )
+    confs = [(row["workload"], row["mode"], row["conf"]) for row in rows if row.get("conf")]
+    if confs:
+        lines += ["", "vrampool configs:", ""]
+        lines += [f"- {workload} {mode}: `{conf}`" for workload, mode, conf in confs]
+    lines += [
+        "",
+        "The PyTorch default row's loss difference is its own run-to-run spread (its extra runs against its "
+        "first): differences of other modes within that spread come from nondeterministic kernels, not from the "
+        "allocator.",
+    ]
+    (out / "pytorch-e2e.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="one workload under one mode in this process; one JSON line out")
+    run.add_argument("--workload", choices=WORKLOADS, required=True)
+    run.add_argument("--mode", choices=MODES, required=True)
+    run.add_argument("--conf", help="the config string for vrampool-advised")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
+
+    drive_cmd = commands.add_parser("drive", help="every (workload, mode), each run in its own process")
+    drive_cmd.add_argument("--out", required=True, help="folder for runs.jsonl, pytorch-e2e.md and pytorch-e2e.json")
+    drive_cmd.add_argument("--workloads", type=lambda s: s.split(","), default=list(WORKLOADS),
+                           help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)")
+    drive_cmd.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES),
+                           help=f"comma-separated, of {', '.join(MODES)} (default: all)")
+    drive_cmd.add_argument("--reps", type=int, default=3, help="runs of each (workload, mode) (default 3)")
+    drive_cmd.add_argument("--extra", type=int, default=2,
+                           help="further runs of PyTorch's default per workload, for its own loss spread (default 2)")
+    drive_cmd.add_argument("--advised", nargs=2, action="append", metavar=("WORKLOAD", "CONF"),
+                           help="the vrampool-advised config string of a workload (repeatable)")
+    drive_cmd.add_argument("--advised-conf", help="one vrampool-advised config string for every workload")
+    drive_cmd.add_argument("--seed", type=int, default=0)
+    drive_cmd.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
+    drive_cmd.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
+
+    report_cmd = commands.add_parser("report", help="rewrite the table and JSON from OUT/runs.jsonl")
+    report_cmd.add_argument("--out", required=True)
+
+    args = parser.parse_args(argv)
+    if args.command == "drive":
+        for workload in args.workloads:
+            if workload not in WORKLOADS:
+                parser.error(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+        for mode in args.modes:
+            if mode not in MODES:
+                parser.error(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        for workload, _ in args.advised or []:
+            if workload not in WORKLOADS:
+                parser.error(f"--advised: unknown workload {workload!r}")
+    if args.command == "run" and args.mode == "vrampool-advised" and not args.conf:
+        parser.error("--mode vrampool-advised needs --conf")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "run":
+        conf = device_conf(args.conf) if args.conf else None
+        try:
+            result = run_here(args.workload, args.mode, conf, args.seed, args.lib)
+        except Exception as err:  # the driver reads the failure from stderr and the exit status
+            log(f"{args.workload} under {args.mode} failed: {type(err).__name__}: {err}")
+            raise
+        print(json.dumps(result), flush=True)
+    elif args.command == "drive":
+        drive(args)
+    else:
+        report(pathlib.Path(args.out))
+
+
+if __name__ == "__main__":
+    main()

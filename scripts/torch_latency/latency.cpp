@@ -1,0 +1,217 @@
+// Allocation latency of PyTorch's CUDA caching allocator and of vrampool's C ABI, side by side in one
+// process, on the CPU that drives the GPU.
+//
+// PyTorch: c10::cuda::CUDACachingAllocator::raw_alloc_with_stream / raw_delete (its default allocator, left
+// in place). vrampool: vrampool_torch_alloc / vrampool_torch_free of libvrampool_c.so, loaded with dlopen (the
+// device pool is made by the first allocation, from VRAMPOOL_CONF). Both on PyTorch's current stream.
+//
+// Patterns (DESIGN.md): pairs of one size (allocate then free, 4 KiB, 1 MiB, 64 MiB), and churn: 1000 live
+// blocks of log-uniform sizes from 256 B to 8 MiB, each op frees one at random and allocates a new one in its
+// place (one op = one free plus one allocation). Each pattern runs `rounds` rounds of `ops` operations after a
+// warm-up; the figure is the median over rounds of the mean nanoseconds per operation (p10 and p90 beside it).
+// Every size and victim is drawn before timing, from a seeded generator, the same for both allocators.
+//
+// Built by run.py with torch.utils.cpp_extension.load.
+
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using AllocFn = void* (*)(size_t, int, cudaStream_t);
+using FreeFn = void (*)(void*, size_t, int, cudaStream_t);
+using LastErrorFn = const char* (*)();
+
+constexpr size_t kChurnLive = 1000;
+constexpr double kChurnMin = 256.0;
+constexpr double kChurnMax = 8.0 * 1024 * 1024;
+
+// PyTorch's caching allocator, through the raw interface.
+struct TorchCaching {
+  cudaStream_t stream;
+  void* alloc(size_t size) {
+    void* p = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+    if (p == nullptr) {
+      throw std::runtime_error("raw_alloc_with_stream returned NULL for " + std::to_string(size) + " bytes");
+    }
+    return p;
+  }
+  void free(void* p, size_t) { c10::cuda::CUDACachingAllocator::raw_delete(p); }
+};
+
+// vrampool's C ABI, the entry points PyTorch's pluggable allocator calls.
+struct Vrampool {
+  AllocFn alloc_fn;
+  FreeFn free_fn;
+  LastErrorFn last_error;
+  int device;
+  cudaStream_t stream;
+  void* alloc(size_t size) {
+    void* p = alloc_fn(size, device, stream);
+    if (p == nullptr) {
+      throw std::runtime_error("vrampool_torch_alloc returned NULL for " + std::to_string(size) +
+                               " bytes: " + last_error());
+    }
+    return p;
+  }
+  void free(void* p, size_t size) { free_fn(p, size, device, stream); }
+};
+
+struct Figure {
+  double median;
+  double p10;
+  double p90;
+};
+
+Figure summarize(std::vector<double> per_round) {
+  std::sort(per_round.begin(), per_round.end());
+  auto at = [&](double q) { return per_round[static_cast<size_t>(q * (per_round.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+template <typename A>
+Figure pairs(A& allocator, size_t size, int rounds, int ops, int warmup) {
+  for (int i = 0; i < warmup; i++) {
+    allocator.free(allocator.alloc(size), size);
+  }
+  std::vector<double> per_round;
+  per_round.reserve(rounds);
+  for (int r = 0; r < rounds; r++) {
+    auto start = Clock::now();
+    for (int i = 0; i < ops; i++) {
+      void* p = allocator.alloc(size);
+      allocator.free(p, size);
+    }
+    auto ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    per_round.push_back(ns / ops);
+  }
+  return summarize(std::move(per_round));
+}
+
+// The sizes and victims of a churn run, drawn before timing.
+struct ChurnPlan {
+  std::vector<size_t> sizes;    // kChurnLive to fill, then one per op
+  std::vector<uint32_t> victims;  // one per op
+};
+
+ChurnPlan plan_churn(uint64_t seed, size_t total_ops) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log_size(std::log(kChurnMin), std::log(kChurnMax));
+  std::uniform_int_distribution<uint32_t> victim(0, kChurnLive - 1);
+  ChurnPlan plan;
+  plan.sizes.reserve(kChurnLive + total_ops);
+  for (size_t i = 0; i < kChurnLive + total_ops; i++) {
+    plan.sizes.push_back(static_cast<size_t>(std::exp(log_size(rng))));
+  }
+  plan.victims.reserve(total_ops);
+  for (size_t i = 0; i < total_ops; i++) {
+    plan.victims.push_back(victim(rng));
+  }
+  return plan;
+}
+
+template <typename A>
+Figure churn(A& allocator, const ChurnPlan& plan, int rounds, int ops, int warmup) {
+  std::vector<void*> live(kChurnLive);
+  std::vector<size_t> live_size(kChurnLive);
+  size_t next = 0;
+  for (size_t i = 0; i < kChurnLive; i++) {
+    live_size[i] = plan.sizes[next++];
+    live[i] = allocator.alloc(live_size[i]);
+  }
+  size_t op = 0;
+  auto one = [&]() {
+    uint32_t v = plan.victims[op++];
+    allocator.free(live[v], live_size[v]);
+    live_size[v] = plan.sizes[next++];
+    live[v] = allocator.alloc(live_size[v]);
+  };
+  for (int i = 0; i < warmup; i++) {
+    one();
+  }
+  std::vector<double> per_round;
+  per_round.reserve(rounds);
+  for (int r = 0; r < rounds; r++) {
+    auto start = Clock::now();
+    for (int i = 0; i < ops; i++) {
+      one();
+    }
+    auto ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    per_round.push_back(ns / ops);
+  }
+  for (size_t i = 0; i < kChurnLive; i++) {
+    allocator.free(live[i], live_size[i]);
+  }
+  return summarize(std::move(per_round));
+}
+
+py::dict row(const std::string& method, const std::string& pattern, size_t size, const Figure& f, int rounds,
+             int ops) {
+  py::dict d;
+  d["method"] = method;
+  d["pattern"] = pattern;
+  d["size_bytes"] = size;
+  d["ns_per_op_median"] = f.median;
+  d["ns_per_op_p10"] = f.p10;
+  d["ns_per_op_p90"] = f.p90;
+  d["rounds"] = rounds;
+  d["ops_per_round"] = ops;
+  return d;
+}
+
+// Runs every pattern on both allocators; returns one dict per (method, pattern).
+py::list run(const std::string& library, int rounds, int ops, int churn_ops, int warmup, uint64_t seed) {
+  if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
+    throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
+  }
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    throw std::runtime_error("dlopen(" + library + ") failed: " + dlerror());
+  }
+  auto alloc_fn = reinterpret_cast<AllocFn>(dlsym(handle, "vrampool_torch_alloc"));
+  auto free_fn = reinterpret_cast<FreeFn>(dlsym(handle, "vrampool_torch_free"));
+  auto last_error = reinterpret_cast<LastErrorFn>(dlsym(handle, "vrampool_last_error"));
+  if (alloc_fn == nullptr || free_fn == nullptr || last_error == nullptr) {
+    throw std::runtime_error(library + " lacks vrampool_torch_alloc, vrampool_torch_free or vrampool_last_error");
+  }
+  int device = c10::cuda::current_device();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  TorchCaching torch_allocator{stream};
+  Vrampool vrampool{alloc_fn, free_fn, last_error, device, stream};
+
+  py::list rows;
+  const std::vector<std::pair<std::string, size_t>> pair_sizes = {
+      {"pair-4KiB", 4096}, {"pair-1MiB", 1 << 20}, {"pair-64MiB", 64u << 20}};
+  for (const auto& [pattern, size] : pair_sizes) {
+    rows.append(row("pytorch", pattern, size, pairs(torch_allocator, size, rounds, ops, warmup), rounds, ops));
+    rows.append(row("vrampool", pattern, size, pairs(vrampool, size, rounds, ops, warmup), rounds, ops));
+  }
+  ChurnPlan plan = plan_churn(seed, static_cast<size_t>(warmup) + static_cast<size_t>(rounds) * churn_ops);
+  rows.append(row("pytorch", "churn", 0, churn(torch_allocator, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+  rows.append(row("vrampool", "churn", 0, churn(vrampool, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+  return rows;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "Allocation latency: PyTorch's CUDA caching allocator against vrampool's C ABI";
+  m.def("run", &run, py::arg("library"), py::arg("rounds"), py::arg("ops"), py::arg("churn_ops"),
+        py::arg("warmup"), py::arg("seed"),
+        "Times pairs (4 KiB, 1 MiB, 64 MiB) and churn on both allocators; one dict per (method, pattern)");
+}

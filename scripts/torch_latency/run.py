@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Allocation latency on the GPU machine: PyTorch's CUDA caching allocator against vrampool's C ABI, in one process.
+
+Builds latency.cpp with torch.utils.cpp_extension.load (a C++ compiler, ninja and the CUDA headers are needed),
+then times, on PyTorch's current stream of device 0:
+
+  - pairs of one size (4 KiB, 1 MiB, 64 MiB): allocate then free, nanoseconds per pair;
+  - churn: 1000 live blocks, log-uniform sizes from 256 B to 8 MiB, free one at random and allocate one (one op =
+    one free plus one allocation), nanoseconds per op;
+
+for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` and for `vrampool_torch_alloc`/
+`vrampool_torch_free` (the pool configured by VRAMPOOL_CONF, or --conf; default: the hybrid pool on CUDA virtual
+memory). Figures: median over rounds of the mean per round. Prints a table, and writes JSON to --out.
+
+    cargo build --release -p vrampool-capi
+    python3 scripts/torch_latency/run.py --out latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import pathlib
+import shutil
+import sys
+import sysconfig
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def cuda_include_dirs(cpp_extension) -> tuple[bool, list[str]]:
+    """Whether to build with torch's CUDA settings (a CUDA toolkit is installed), else the folder holding the
+    CUDA runtime headers from the `nvidia` pip packages that PyTorch's wheels depend on."""
+    if cpp_extension.CUDA_HOME:
+        return True, []
+    roots = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path]
+    for root in roots:
+        for header in glob.glob(os.path.join(root, "nvidia", "**", "include", "cuda_runtime_api.h"), recursive=True):
+            return False, [os.path.dirname(header)]
+    for folder in ("/usr/local/cuda/include", "/usr/include"):
+        if os.path.isfile(os.path.join(folder, "cuda_runtime_api.h")):
+            return False, [folder]
+    raise SystemExit(
+        "no CUDA headers found: install the CUDA toolkit (and set CUDA_HOME) or the nvidia-cuda-runtime pip "
+        "package; latency.cpp includes c10/cuda headers, which include cuda_runtime_api.h"
+    )
+
+
+def build_extension(verbose: bool):
+    from torch.utils import cpp_extension
+
+    if shutil.which("ninja") is None:
+        raise SystemExit("torch.utils.cpp_extension.load needs ninja: `pip install ninja` (or put it on PATH)")
+    with_cuda, include_dirs = cuda_include_dirs(cpp_extension)
+    return cpp_extension.load(
+        name="vrampool_torch_latency",
+        sources=[str(HERE / "latency.cpp")],
+        extra_cflags=["-O2"],
+        extra_include_paths=include_dirs,
+        extra_ldflags=["-lc10_cuda", "-ldl"],
+        with_cuda=with_cuda,
+        verbose=verbose,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
+    parser.add_argument("--conf", help="VRAMPOOL_CONF for vrampool's device pool (default: as in the environment)")
+    parser.add_argument("--rounds", type=int, default=31, help="timed rounds per pattern (default 31)")
+    parser.add_argument("--ops", type=int, default=2000, help="pairs per round (default 2000)")
+    parser.add_argument("--churn-ops", type=int, default=2000, help="churn ops per round (default 2000)")
+    parser.add_argument("--warmup", type=int, default=5000,
+                        help="untimed ops before each pattern (default 5000: past the hybrid pool's 4096-request "
+                             "warm-up, in which it learns its size classes)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", help="write the JSON here too")
+    parser.add_argument("--verbose", action="store_true", help="show the extension's build")
+    args = parser.parse_args()
+
+    if args.conf is not None:
+        os.environ["VRAMPOOL_CONF"] = args.conf
+    sys.path.insert(0, str(REPO / "python"))
+    import vrampool  # only for the library path and the pool's stats; PyTorch's allocator is left in place
+
+    library = vrampool.library_path(args.lib).resolve()
+    if not library.is_file():
+        raise SystemExit(f"{library} does not exist: build it with `cargo build --release -p vrampool-capi`")
+    vrampool.load(library)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device is visible to PyTorch")
+    torch.cuda.set_device(0)
+    torch.empty(1, device="cuda")  # initialises CUDA and PyTorch's caching allocator
+    extension = build_extension(args.verbose)
+    rows = extension.run(str(library), args.rounds, args.ops, args.churn_ops, args.warmup, args.seed)
+    pool = vrampool.stats(0)
+    result = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "vrampool_config": pool["config"],
+        "vrampool_backend": pool["backend"],
+        "vrampool_fallbacks": pool["stats"]["fallbacks"],
+        "vrampool_growths": pool["stats"]["growths"],
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "seed": args.seed,
+        "rows": rows,
+    }
+    print(f"{result['gpu']}, PyTorch {result['torch']}; vrampool `{result['vrampool_config']}`")
+    print(f"{'pattern':<12} {'pytorch ns':>12} {'vrampool ns':>12} {'ratio':>7}   (median per op; p10-p90)")
+    by_pattern: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        by_pattern.setdefault(row["pattern"], {})[row["method"]] = row
+    for pattern, methods in by_pattern.items():
+        torch_row, pool_row = methods["pytorch"], methods["vrampool"]
+        ratio = pool_row["ns_per_op_median"] / torch_row["ns_per_op_median"]
+        print(
+            f"{pattern:<12} {torch_row['ns_per_op_median']:>12.0f} {pool_row['ns_per_op_median']:>12.0f} {ratio:>7.2f}"
+            f"   ({torch_row['ns_per_op_p10']:.0f}-{torch_row['ns_per_op_p90']:.0f} /"
+            f" {pool_row['ns_per_op_p10']:.0f}-{pool_row['ns_per_op_p90']:.0f})"
+        )
+    text = json.dumps(result, indent=2)
+    if args.out:
+        pathlib.Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
