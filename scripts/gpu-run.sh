@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Every GPU check and measurement of vrampool, run on a machine with an NVIDIA GPU from binaries built
+# elsewhere and copied into .gpu/ (see docs/GPU.md for how to build them). Results go under $OUT.
+#
+#   scripts/gpu-run.sh checks                 device listing, GPU tests, buffers example, live replays of the
+#                                             bundled traces checked against the simulation, latency benches
+#                                             (CUDA backends against cuMemAlloc and CUDA's pool; CPU patterns;
+#                                             threads; PyTorch's caching allocator against the C ABI)
+#   scripts/gpu-run.sh e2e WORKLOADS [REPS]   PyTorch training and generation under every allocator mode
+#
+# Each phase writes its output to a file of its own as it goes, so a run cut short keeps what finished. The
+# checks' many files are packed into $OUT/checks.tar.gz at the end, beside $OUT/summary.txt.
+set -u
+cd "$(dirname "$0")/.."
+DEST=${OUT:-/tmp/vrampool-gpu}
+OUT=$DEST
+[ "${1:-}" = checks ] && OUT="$DEST/files"
+B=.gpu
+mkdir -p "$OUT"
+export VRAMPOOL_LIB="$PWD/$B/libvrampool_c.so"
+pack() { tar -czf "$DEST/checks.tar.gz" -C "$OUT" . && cp "$OUT/summary.txt" "$DEST/"; rm -rf "$OUT"; }
+
+phase() {
+    local name=$1
+    shift
+    local start=$SECONDS
+    echo "== $name: $*" >&2
+    "$@" >"$OUT/$name.txt" 2>&1
+    local status=$?
+    echo "$name: exit $status after $((SECONDS - start)) s" | tee -a "$OUT/summary.txt" >&2
+    return 0
+}
+
+# The advised config of each bundled trace (from `vrampool advise`, on this machine's CPU).
+advised() {
+    "$B/vrampool" advise "traces/$1.pickle.gz" --json 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["config"])'
+}
+
+live_replays() {
+    local trace config strategy
+    for trace in resnet_train_fixed gpt_train_varlen gpt_serve; do
+        "$B/vrampool" compare "traces/$trace.pickle.gz" --json 2>/dev/null >"$OUT/compare-$trace.json"
+        for strategy in fixed dynamic hybrid; do
+            config=$(python3 -c "import json; print(next(r['config'] for r in json.load(open('$OUT/compare-$trace.json')) if r['strategy'] == '$strategy'))")
+            echo "--- $trace $strategy ($config) on cuda-vm"
+            "$B/vrampool" replay "traces/$trace.pickle.gz" --strategy "$strategy" --config "$config" \
+                --on cuda-vm --check-against-sim --json
+            echo "exit $?"
+        done
+    done
+    echo "--- resnet_train_fixed dynamic on cuda (segments)"
+    "$B/vrampool" replay traces/resnet_train_fixed.pickle.gz --strategy dynamic --config virtual_memory=off \
+        --on cuda --check-against-sim --json
+    echo "exit $?"
+}
+
+case "${1:-}" in
+checks)
+    { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
+    phase devices "$B/vrampool" devices
+    phase gpu-tests "$B/gpu-tests" --ignored --nocapture --test-threads 1
+    phase cuda-buffers "$B/cuda_buffers"
+    phase live-replays live_replays
+    phase cuda-latency "$B/vrampool-cuda-bench" --json "$OUT/cuda-latency.json"
+    phase cpu-bench "$B/vrampool" bench --json --seconds 10
+    VRAMPOOL_BENCH_MS=500 phase threads "$B/threads-bench"
+    phase torch-latency python3 scripts/torch_latency/run.py --out "$OUT/torch-latency.json"
+    phase torch-latency-waste python3 scripts/torch_latency/run.py --conf "strategy=hybrid,max_waste=0.125" \
+        --out "$OUT/torch-latency-waste.json"
+    pack
+    ;;
+e2e)
+    workloads=${2:?workloads}
+    reps=${3:-3}
+    args=()
+    for w in ${workloads//,/ }; do
+        args+=(--advised "$w" "$(advised "$w")")
+    done
+    phase "e2e-${workloads//,/-}" python3 scripts/pytorch-e2e.py drive --out "$OUT/e2e-${workloads//,/-}" \
+        --workloads "$workloads" --reps "$reps" --lib "$VRAMPOOL_LIB" "${args[@]}"
+    ;;
+*)
+    echo "usage: $0 checks | e2e WORKLOADS [REPS]" >&2
+    exit 2
+    ;;
+esac
