@@ -11,9 +11,9 @@
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool | 256MiB, 1.5, 0.8, auto, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `max_classes`, `headroom`, `watermark`, `deterministic` | hybrid | 4096, 0.9, 0.03, 128, 2.0, 0.8, false |
+//! | `warmup`, `coverage`, `max_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.03, 128, 4MiB, 2.0, 0.8, false |
 //!
-//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01.
+//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.02.
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
@@ -254,6 +254,7 @@ impl PoolSpec {
             "coverage" => self.hybrid.coverage = number(key, value)?,
             "max_waste" => self.hybrid.max_rounding_waste = number(key, value)?,
             "max_classes" => self.hybrid.max_classes = number(key, value)?,
+            "max_class_size" => self.hybrid.max_class_size = bytes(key, value)?,
             "headroom" => self.hybrid.slab_headroom = number(key, value)?,
             "watermark" => self.hybrid.watermark = number(key, value)?,
             "deterministic" => self.hybrid.deterministic = boolean(key, value)?,
@@ -342,6 +343,7 @@ impl PoolSpec {
             push("coverage", h.coverage.to_string(), d.coverage.to_string());
             push("max_waste", h.max_rounding_waste.to_string(), d.max_rounding_waste.to_string());
             push("max_classes", h.max_classes.to_string(), d.max_classes.to_string());
+            push("max_class_size", format_bytes(h.max_class_size), format_bytes(d.max_class_size));
             push("headroom", h.slab_headroom.to_string(), d.slab_headroom.to_string());
             push("watermark", h.watermark.to_string(), d.watermark.to_string());
             push("deterministic", h.deterministic.to_string(), d.deterministic.to_string());
@@ -387,9 +389,9 @@ mod tests {
     fn the_empty_string_is_the_default() {
         assert_eq!(PoolSpec::parse("").unwrap(), PoolSpec::default());
         assert_eq!(PoolSpec::default().to_string(), "strategy=hybrid");
-        // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.01 for the hybrid's region.
+        // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.02 for the hybrid's region.
         let dynamic = PoolSpec::parse("strategy=dynamic").unwrap();
-        assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.01));
+        assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.02));
         let both = PoolSpec::parse("growth_factor=1.2").unwrap();
         assert_eq!((both.dynamic.growth_factor, both.hybrid.dynamic.growth_factor), (1.2, 1.2));
     }

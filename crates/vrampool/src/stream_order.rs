@@ -148,6 +148,11 @@ impl StreamOrder {
         StreamId(self.streams[index].load(Ordering::Relaxed))
     }
 
+    /// The one stream the pool has seen, if it has seen exactly one.
+    pub(crate) fn only_stream(&self) -> Option<StreamId> {
+        (self.count.load(Ordering::Acquire) == 1).then(|| self.stream_at(0))
+    }
+
     /// Whether the pool has seen more than one stream.
     #[inline]
     pub(crate) fn is_multi_stream(&self) -> bool {

@@ -265,3 +265,39 @@ fn a_backend_without_virtual_memory_gets_segments() {
     let pool = DynamicPool::new(device, DynamicConfig::default()).unwrap();
     assert!(!pool.uses_virtual_memory());
 }
+
+/// Moving an idle chunk must wait for the work that last used it. The pool moves at once the chunks whose
+/// last use is known complete, grows around those still in use, and waits for the device only at the cap.
+#[test]
+fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
+    let g = 2 * MIB;
+    let sim = Arc::new(SimDevice::default());
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(20 * g));
+    let pool = DynamicPool::new(sim.clone(), config).unwrap();
+    let x = pool.alloc(4 * g).unwrap();
+    let z = pool.alloc(g).unwrap();
+    // The device is still running work that used x when x is freed.
+    sim.hold_stream(StreamId::DEFAULT);
+    pool.free(x.addr).unwrap();
+    let w = pool.alloc(8 * g).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.chunks_moved, stats.synchronizations), (0, 0), "grown around x's chunks: {stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 13 * g);
+    // Once the device has run past the free, x's chunks move without waiting (v does not fit x's hole).
+    sim.release_stream(StreamId::DEFAULT);
+    let v = pool.alloc(5 * g).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.chunks_moved, stats.synchronizations), (4, 0), "{stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 14 * g);
+    // At the cap there is no room to grow around chunks in use: the pool waits for the device.
+    sim.hold_stream(StreamId::DEFAULT);
+    pool.free(w.addr).unwrap();
+    let u = pool.alloc(12 * g).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.synchronizations, stats.chunks_moved), (1, 12), "{stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 18 * g);
+    for a in [z, v, u] {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(sim.counters().failed_calls, 0);
+}

@@ -252,9 +252,13 @@ impl DynamicPool {
     }
 
     /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks, grown
-    /// by the growth policy ahead of need.
-    /// Whether the cap allows it is decided before anything moves, so an out-of-memory answer leaves the
-    /// mappings as they were. `pending` is memory being added outside the lock, counted against the cap.
+    /// by the growth policy ahead of need. Whether the cap allows it is decided before anything moves, so an
+    /// out-of-memory answer leaves the mappings as they were. `pending` is memory being added outside the
+    /// lock, counted against the cap.
+    ///
+    /// Moving a chunk must wait for the work that last used it. The pool moves without waiting the idle
+    /// chunks whose last use is known complete (see [`DynamicPool::safe_idle_runs`]); it waits for the whole
+    /// device only when the rest cannot be grown under the cap, or when several streams are in use.
     fn back_chunks(
         &self,
         space: &mut VirtualSpace,
@@ -278,7 +282,16 @@ impl DynamicPool {
             unmap_first = true;
         }
         if own > 0 {
-            self.move_chunks(space, space.idle_runs(own), &mut missing)?;
+            let safe = self.safe_idle_runs(space, own)?;
+            let safe_count: usize = safe.iter().map(|run| run.len()).sum();
+            let rest_grows = self.policy.growth(reserved, (need - safe_count) as u64 * g).is_some();
+            if safe_count == own || rest_grows {
+                self.move_chunks(space, safe, &mut missing)?;
+            } else {
+                // The cap leaves no room to grow around chunks still in use: wait for the device.
+                self.wait_for_device(space)?;
+                self.move_chunks(space, space.idle_runs(own), &mut missing)?;
+            }
         }
         if missing.is_empty() {
             return Ok(());
@@ -286,6 +299,7 @@ impl DynamicPool {
         if unmap_first {
             self.unmap_idle(space)?;
         }
+        let short = missing.iter().map(|run| run.len() as u64).sum::<u64>() * g;
         let reserved = space.mapped_bytes() + pending;
         let grow = self.policy.growth(reserved, short).ok_or_else(|| self.out_of_memory(requested))?;
         let extra = ((grow - short) / g) as usize;
@@ -306,8 +320,47 @@ impl DynamicPool {
         Ok(())
     }
 
-    /// Moves the mapped chunks of `sources` under the runs of `missing`, in batches of contiguous chunks;
-    /// leaves in `missing` what is still unbacked.
+    /// Idle chunks that can be moved without waiting, at most `limit`: on one stream, those idle since an
+    /// epoch whose event has completed. An event is recorded now to end the current epoch, so that on an
+    /// idle device every idle chunk is safe at once. With several streams, none is (moves wait).
+    fn safe_idle_runs(&self, space: &mut VirtualSpace, limit: usize) -> Result<Vec<Range<usize>>> {
+        let order = &self.order;
+        if order.is_multi_stream() {
+            return Ok(Vec::new());
+        }
+        if let Some(stream) = order.only_stream() {
+            match self.backend.record_event(stream) {
+                Ok(event) => space.end_epoch(event),
+                // The stream cannot take an event: treat every recent chunk as still in use.
+                Err(_) => return Ok(space.safe_idle_runs(limit)),
+            }
+        }
+        let mut completed = None;
+        for (epoch, event) in space.epoch_events() {
+            if !self.backend.event_complete(event)? {
+                break;
+            }
+            completed = Some(epoch);
+        }
+        if let Some(epoch) = completed {
+            for event in space.complete_through(epoch) {
+                self.backend.release_event(event);
+            }
+        }
+        Ok(space.safe_idle_runs(limit))
+    }
+
+    /// Waits for the whole device: every idle chunk becomes safe to move or unmap.
+    fn wait_for_device(&self, space: &mut VirtualSpace) -> Result<()> {
+        self.order.synchronize(&*self.backend)?;
+        for event in space.device_idle() {
+            self.backend.release_event(event);
+        }
+        Ok(())
+    }
+
+    /// Moves the mapped chunks of `sources` (safe to move) under the runs of `missing`, in batches of
+    /// contiguous chunks; leaves in `missing` what is still unbacked.
     fn move_chunks(
         &self,
         space: &mut VirtualSpace,
@@ -316,7 +369,6 @@ impl DynamicPool {
     ) -> Result<()> {
         let mut sources = sources.into_iter();
         let Some(mut source) = sources.next() else { return Ok(()) };
-        self.order.synchronize(&*self.backend)?;
         let g = space.granularity();
         let mut targets = std::mem::take(missing).into_iter();
         while let Some(mut target) = targets.next() {
@@ -355,7 +407,7 @@ impl DynamicPool {
         if runs.is_empty() {
             return Ok(0);
         }
-        self.order.synchronize(&*self.backend)?;
+        self.wait_for_device(space)?;
         let mut released = 0;
         for run in runs {
             let bytes = run.len() as u64 * space.granularity();
@@ -606,6 +658,9 @@ impl Drop for DynamicPool {
         match &mut state.space {
             Space::Virtual(space) => {
                 let _ = backend.synchronize();
+                for (_, event) in space.epoch_events().collect::<Vec<_>>() {
+                    backend.release_event(event);
+                }
                 for run in space.mapped_runs() {
                     let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());
                 }

@@ -1,11 +1,17 @@
 //! The address range of a dynamic pool on virtual memory: which chunks are mapped, how many live blocks
 //! touch each, and which mapped chunks sit idle under wholly free stretches.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use super::chunk_set::ChunkSet;
+use crate::backend::EventId;
 
 /// Chunk bookkeeping for one reserved address range.
+///
+/// Idle chunks are stamped with the epoch in which they became idle. An epoch ends when the pool records an
+/// event on its stream; once that event completes, no work queued before it still touches the chunks that
+/// became idle in that epoch or earlier, and they can be moved without waiting for the device.
 #[derive(Debug)]
 pub(crate) struct VirtualSpace {
     base: u64,
@@ -14,7 +20,14 @@ pub(crate) struct VirtualSpace {
     mapped: ChunkSet,
     idle: ChunkSet,
     live: Vec<u32>,
+    idle_since: Vec<u32>,
+    epoch: u32,
+    safe_through: u32,
+    epoch_events: VecDeque<(u32, EventId)>,
 }
+
+/// The epoch stamp of chunks mapped and never used: safe to move at any time.
+const FRESH: u32 = 0;
 
 impl VirtualSpace {
     /// A range of `size` bytes at `base`, nothing mapped.
@@ -27,6 +40,10 @@ impl VirtualSpace {
             mapped: ChunkSet::new(chunks),
             idle: ChunkSet::new(chunks),
             live: vec![0; chunks],
+            idle_since: vec![FRESH; chunks],
+            epoch: 1,
+            safe_through: FRESH,
+            epoch_events: VecDeque::new(),
         }
     }
 
@@ -84,6 +101,7 @@ impl VirtualSpace {
             self.live[index] -= 1;
             if self.live[index] == 0 && self.mapped.contains(index) {
                 self.idle.insert(index);
+                self.idle_since[index] = self.epoch;
             }
         }
     }
@@ -95,6 +113,7 @@ impl VirtualSpace {
                 self.mapped.insert(index);
                 if self.live[index] == 0 {
                     self.idle.insert(index);
+                    self.idle_since[index] = FRESH;
                 }
             } else {
                 self.mapped.remove(index);
@@ -106,6 +125,59 @@ impl VirtualSpace {
     /// Runs of idle chunks, highest addresses first, at most `limit` chunks in all.
     pub(crate) fn idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
         self.idle.runs_from_top(limit)
+    }
+
+    /// Runs of idle chunks that no queued work can still touch (idle since an epoch whose event completed),
+    /// highest addresses first, at most `limit` chunks in all.
+    pub(crate) fn safe_idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        let mut taken = 0;
+        for run in self.idle.runs_from_top(usize::MAX) {
+            for index in run.rev() {
+                if taken >= limit {
+                    return runs;
+                }
+                if self.idle_since[index] > self.safe_through {
+                    continue;
+                }
+                match runs.last_mut() {
+                    Some(last) if last.start == index + 1 => last.start = index,
+                    _ => runs.push(index..index + 1),
+                }
+                taken += 1;
+            }
+        }
+        runs
+    }
+
+    /// Ends the current epoch with `event`, recorded on the pool's stream just now.
+    pub(crate) fn end_epoch(&mut self, event: EventId) {
+        self.epoch_events.push_back((self.epoch, event));
+        self.epoch += 1;
+    }
+
+    /// The events of ended epochs not yet known complete, oldest first.
+    pub(crate) fn epoch_events(&self) -> impl Iterator<Item = (u32, EventId)> + '_ {
+        self.epoch_events.iter().copied()
+    }
+
+    /// Records that the event ending `epoch` completed; returns the events of that epoch and earlier ones,
+    /// to give back.
+    pub(crate) fn complete_through(&mut self, epoch: u32) -> Vec<EventId> {
+        self.safe_through = self.safe_through.max(epoch);
+        let mut done = Vec::new();
+        while self.epoch_events.front().is_some_and(|&(e, _)| e <= epoch) {
+            done.extend(self.epoch_events.pop_front().map(|(_, event)| event));
+        }
+        done
+    }
+
+    /// Records that the device finished all queued work: every chunk idle now is safe. Returns the events
+    /// to give back.
+    pub(crate) fn device_idle(&mut self) -> Vec<EventId> {
+        let through = self.epoch;
+        self.epoch += 1;
+        self.complete_through(through)
     }
 
     /// `run` extended forward by up to `extra` chunks that are neither mapped nor touched by a block.
@@ -153,5 +225,23 @@ mod tests {
         assert_eq!(v.extend_run(1..3, 3), 1..3, "mapped chunks stop the extension");
         assert_eq!(v.mapped_runs(), vec![0..6]);
         assert_eq!(v.mapped_bytes(), 6 * g);
+    }
+
+    #[test]
+    fn chunks_idle_since_an_ended_epoch_are_safe_once_its_event_completes() {
+        let g = 1024;
+        let mut v = VirtualSpace::new(0, 8 * g, g);
+        v.set_mapped(0..4, true);
+        assert_eq!(v.safe_idle_runs(10), vec![0..4], "fresh chunks are safe");
+        v.use_span(0, 2 * g);
+        v.release_span(0, g);
+        assert_eq!(v.safe_idle_runs(10), vec![2..4], "chunk 0 was just freed");
+        v.end_epoch(EventId(7));
+        v.release_span(g, g);
+        assert_eq!(v.epoch_events().collect::<Vec<_>>(), vec![(1, EventId(7))]);
+        assert_eq!(v.complete_through(1), vec![EventId(7)]);
+        assert_eq!(v.safe_idle_runs(10), vec![2..4, 0..1], "chunk 1 became idle after the event");
+        assert!(v.device_idle().is_empty());
+        assert_eq!(v.safe_idle_runs(10), vec![0..4]);
     }
 }

@@ -23,6 +23,21 @@ pub(crate) fn serves(block: u64, span: u64, max_waste: f64) -> bool {
     block >= span && block as f64 <= span as f64 * (1.0 + max_waste)
 }
 
+/// What bounds the classes chosen at the end of warm-up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ClassLimits {
+    /// The share of requests to cover.
+    pub(crate) coverage: f64,
+    /// The most a block may exceed a request it serves, as a fraction.
+    pub(crate) max_waste: f64,
+    /// The most classes.
+    pub(crate) max_classes: usize,
+    /// Capacity per block seen live at once.
+    pub(crate) headroom: f64,
+    /// The largest block a class may have.
+    pub(crate) max_block: u64,
+}
+
 /// The request sizes of warm-up, counted, and the order of their allocations and frees.
 #[derive(Debug, Default)]
 pub(crate) struct ClassLearner {
@@ -54,10 +69,13 @@ impl ClassLearner {
     /// The smallest set of classes (greedy set cover over the spans seen, each class serving spans up to
     /// `max_waste` smaller than its block) that covers `coverage` of the requests, at most `max_classes`,
     /// each sized `headroom` times the most of its blocks live at once.
-    pub(crate) fn choose(&self, coverage: f64, max_waste: f64, max_classes: usize, headroom: f64) -> LearnedClasses {
-        let mut spans: Vec<(u64, u64)> = self.counts.iter().map(|(&s, &n)| (s, n)).collect();
+    pub(crate) fn choose(&self, limits: &ClassLimits) -> LearnedClasses {
+        let ClassLimits { coverage, max_waste, max_classes, headroom, max_block } = *limits;
+        let total: u64 = self.counts.values().sum();
+        // Only sizes up to the largest class block are candidates; coverage counts every request.
+        let mut spans: Vec<(u64, u64)> =
+            self.counts.iter().filter(|&(&s, _)| s <= max_block).map(|(&s, &n)| (s, n)).collect();
         spans.sort_unstable();
-        let total: u64 = spans.iter().map(|&(_, n)| n).sum();
         let mut uncovered: Vec<u64> = spans.iter().map(|&(_, n)| n).collect();
         let mut blocks: Vec<u64> = Vec::new();
         let mut covered = 0u64;
@@ -124,6 +142,21 @@ impl ClassLearner {
 mod tests {
     use super::*;
 
+    fn limits(coverage: f64, max_classes: usize, headroom: f64) -> ClassLimits {
+        ClassLimits { coverage, max_waste: 0.125, max_classes, headroom, max_block: u64::MAX }
+    }
+
+    #[test]
+    fn blocks_above_the_largest_class_are_left_to_the_region() {
+        let mut learner = ClassLearner::default();
+        for i in 0..100u64 {
+            learner.allocated(i, if i < 70 { 8 << 20 } else { 4096 });
+        }
+        let learned = learner.choose(&ClassLimits { max_block: 1 << 20, ..limits(0.9, 64, 1.0) });
+        assert_eq!(learned.classes.iter().map(|c| c.block_size).collect::<Vec<_>>(), vec![4096]);
+        assert!((learned.coverage - 0.3).abs() < 1e-9);
+    }
+
     /// A known mix: 60% of requests at 4 KiB, 25% at 1 MiB, 10% spread over 1.00 to 1.10 MiB, 5% odd.
     #[test]
     fn a_known_mix_gives_the_expected_classes_and_coverage() {
@@ -148,7 +181,7 @@ mod tests {
         for i in 0..50 {
             alloc(&mut learner, 256 * (100 + 37 * i));
         }
-        let learned = learner.choose(0.9, 0.125, 64, 1.0);
+        let learned = learner.choose(&limits(0.9, 64, 1.0));
         let sizes: Vec<u64> = learned.classes.iter().map(|c| c.block_size).collect();
         // 4 KiB alone covers 60%; the largest of the 1 MiB spread serves 1 MiB and the spread: 95%.
         assert_eq!(sizes, vec![4096, (1 << 20) + 256 * 100]);
@@ -166,9 +199,9 @@ mod tests {
             // Sizes far apart: each needs a class of its own.
             learner.allocated(i, 256 << (i % 10));
         }
-        assert_eq!(learner.choose(0.5, 0.125, 64, 1.0).classes.len(), 5);
-        assert_eq!(learner.choose(1.0, 0.125, 3, 1.0).classes.len(), 3);
-        let doubled = learner.choose(0.5, 0.125, 64, 2.0);
+        assert_eq!(learner.choose(&limits(0.5, 64, 1.0)).classes.len(), 5);
+        assert_eq!(learner.choose(&limits(1.0, 3, 1.0)).classes.len(), 3);
+        let doubled = learner.choose(&limits(0.5, 64, 2.0));
         assert!(doubled.classes.iter().all(|c| c.block_count == 20), "{doubled:?}");
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::class_cache::ClassCache;
-use super::class_learner::{ClassLearner, LearnedClasses};
+use super::class_learner::{ClassLearner, ClassLimits, LearnedClasses};
 use super::config::{ClassSpec, HybridConfig};
 use super::core::Core;
 use super::watermark::Watermark;
@@ -148,7 +148,13 @@ impl HybridPool {
         };
         self.learning.store(false, Ordering::Release);
         let c = &self.config;
-        let learned = learner.choose(c.coverage, c.max_rounding_waste, c.max_classes, c.slab_headroom);
+        let learned = learner.choose(&ClassLimits {
+            coverage: c.coverage,
+            max_waste: c.max_rounding_waste,
+            max_classes: c.max_classes,
+            headroom: c.slab_headroom,
+            max_block: c.max_class_size,
+        });
         self.install(&learned.classes);
         let _ = self.learned.set(learned.clone());
         learned
