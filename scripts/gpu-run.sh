@@ -6,7 +6,10 @@
 #                                             bundled traces checked against the simulation, latency benches
 #                                             (CUDA backends against cuMemAlloc and CUDA's pool; CPU patterns;
 #                                             threads; PyTorch's caching allocator against the C ABI)
-#   scripts/gpu-run.sh e2e WORKLOADS [REPS]   PyTorch training and generation under every allocator mode
+#   scripts/gpu-run.sh e2e WORKLOADS          PyTorch training and generation under every allocator mode: vrampool
+#                                             (default and advised), PyTorch's default and expandable segments 3
+#                                             times each (PyTorch's default once more, for its own spread);
+#                                             CUDA's pool and no caching once each
 #
 # Each phase writes its output to a file of its own as it goes, so a run cut short keeps what finished. The
 # checks' many files are packed into $OUT/checks.tar.gz at the end, beside $OUT/summary.txt.
@@ -72,16 +75,18 @@ checks)
     ;;
 e2e)
     workloads=${2:?workloads}
-    reps=${3:-3}
     args=()
     for w in ${workloads//,/ }; do
         args+=(--advised "$w" "$(advised "$w")")
     done
-    phase "e2e-${workloads//,/-}" python3 scripts/pytorch-e2e.py drive --out "$OUT/e2e-${workloads//,/-}" \
-        --workloads "$workloads" --reps "$reps" --lib "$VRAMPOOL_LIB" "${args[@]}"
+    name="e2e-${workloads//,/-}"
+    phase "$name" python3 scripts/pytorch-e2e.py drive --out "$OUT/$name" --workloads "$workloads" \
+        --modes vrampool,vrampool-advised,pytorch,expandable --reps 3 --extra 1 --lib "$VRAMPOOL_LIB" "${args[@]}"
+    phase "$name-once" python3 scripts/pytorch-e2e.py drive --out "$OUT/$name" --workloads "$workloads" \
+        --modes cudamallocasync,nocache --reps 1 --extra 0 --lib "$VRAMPOOL_LIB"
     ;;
 *)
-    echo "usage: $0 checks | e2e WORKLOADS [REPS]" >&2
+    echo "usage: $0 checks | e2e WORKLOADS" >&2
     exit 2
     ;;
 esac
