@@ -1,9 +1,14 @@
 //! The counters behind [`crate::PoolStats`].
 //!
-//! Allocated bytes are one pool-wide atomic, so that the current value and the peak are exact whatever
-//! the threads do (a pool used from PyTorch's main and autograd threads, say). The counts of allocations
-//! and frees are kept per thread slot, in cache lines only their own thread writes (with plain loads and
-//! stores when the slot is the thread's alone), and summed when read.
+//! Each thread slot keeps, in a cache line only its own thread writes (plain loads and stores when the
+//! slot is the thread's alone), its counts of allocations and frees and the allocated bytes it has not yet
+//! added to the pool-wide sum. It adds them when they pass [`FLUSH_BYTES`] either way, so the pool-wide
+//! sum is written about once per 16 MiB allocated or freed, not at every operation.
+//!
+//! - Allocated bytes now (the pool-wide sum plus every slot's pending bytes) are exact when read.
+//! - The peak is checked after each allocation against the pool-wide sum plus the calling slot's pending
+//!   bytes: exact while one thread uses the pool; under several threads it can be off, either way, by at
+//!   most [`FLUSH_BYTES`] per other thread (a thread's bytes reach the others' checks once it adds them).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -11,11 +16,15 @@ use crossbeam_utils::CachePadded;
 
 use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 
-/// One slot's counts.
+/// Allocated bytes a slot keeps to itself before adding them to the pool-wide sum.
+pub(crate) const FLUSH_BYTES: i64 = 16 << 20;
+
+/// One slot's counts and pending bytes.
 #[derive(Debug, Default)]
 struct SlotCounts {
     allocations: AtomicU64,
     frees: AtomicU64,
+    pending: AtomicI64,
 }
 
 /// Adds 1 to a count: a plain load and store when the slot is the thread's alone.
@@ -79,18 +88,46 @@ impl StatsCounters {
     /// Counts an allocation of `bytes` requested bytes by the thread in `slot`.
     #[inline]
     pub(crate) fn on_allocate(&self, slot: ThreadSlot, bytes: u64) {
-        let now = (self.allocated.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64).max(0) as u64;
+        let counts = &self.slots[slot.index];
+        bump(&counts.allocations, slot.exclusive);
+        let now = if slot.exclusive {
+            let pending = self.add_pending(counts, bytes as i64);
+            self.allocated.load(Ordering::Relaxed) + pending
+        } else {
+            self.allocated.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64
+        };
+        let now = now.max(0) as u64;
         if now > self.allocated_peak.load(Ordering::Relaxed) {
             self.allocated_peak.fetch_max(now, Ordering::Relaxed);
         }
-        bump(&self.slots[slot.index].allocations, slot.exclusive);
     }
 
     /// Counts a free of an allocation of `bytes` requested bytes by the thread in `slot`.
     #[inline]
     pub(crate) fn on_free(&self, slot: ThreadSlot, bytes: u64) {
-        self.allocated.fetch_sub(bytes as i64, Ordering::Relaxed);
-        bump(&self.slots[slot.index].frees, slot.exclusive);
+        let counts = &self.slots[slot.index];
+        bump(&counts.frees, slot.exclusive);
+        if slot.exclusive {
+            self.add_pending(counts, -(bytes as i64));
+        } else {
+            self.allocated.fetch_sub(bytes as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `delta` to an exclusive slot's pending bytes, handing them to the pool-wide sum past
+    /// [`FLUSH_BYTES`]; returns what stays pending.
+    #[inline]
+    fn add_pending(&self, counts: &SlotCounts, delta: i64) -> i64 {
+        let pending = counts.pending.load(Ordering::Relaxed) + delta;
+        if pending.abs() < FLUSH_BYTES {
+            counts.pending.store(pending, Ordering::Relaxed);
+            return pending;
+        }
+        // The bytes enter the sum before they leave the slot: a reader at that instant counts them twice,
+        // never misses them.
+        self.allocated.fetch_add(pending, Ordering::Relaxed);
+        counts.pending.store(0, Ordering::Relaxed);
+        0
     }
 
     /// Adds `bytes` to the reserved bytes.
@@ -111,7 +148,8 @@ impl StatsCounters {
 
     /// Bytes live now.
     pub(crate) fn allocated(&self) -> u64 {
-        self.allocated.load(Ordering::Relaxed).max(0) as u64
+        let pending: i64 = self.slots.iter().map(|c| c.pending.load(Ordering::Relaxed)).sum();
+        (self.allocated.load(Ordering::Relaxed) + pending).max(0) as u64
     }
 
     /// Counts one backend call.
@@ -158,24 +196,42 @@ mod tests {
         assert_eq!((r.allocated, r.allocated_peak, r.allocations, r.frees), (60, 150, 3, 1));
     }
 
-    /// Two threads alternating, as PyTorch's main and autograd threads do: the peak is the true one.
+    /// Two threads alternating, as PyTorch's main and autograd threads do: the peak misses at most the
+    /// other thread's pending bytes.
     #[test]
-    fn threads_taking_turns_are_exact() {
+    fn threads_taking_turns_are_within_the_flush_bound() {
         let c = Arc::new(StatsCounters::default());
+        let big = 3 * FLUSH_BYTES as u64;
         for round in 0..50u64 {
             on_allocate(&c, 10 + round);
             let other = c.clone();
             std::thread::spawn(move || {
-                on_allocate(&other, 1000);
-                on_free(&other, 1000);
+                on_allocate(&other, big);
+                on_free(&other, big);
             })
             .join()
             .unwrap();
             on_free(&c, 10 + round);
         }
         let r = c.read();
-        assert_eq!((r.allocated, r.allocated_peak), (0, 1000 + 59));
+        assert_eq!(r.allocated, 0);
+        assert!(r.allocated_peak >= big && r.allocated_peak <= big + 59, "{}", r.allocated_peak);
         assert_eq!((r.allocations, r.frees), (100, 100));
+    }
+
+    #[test]
+    fn pending_bytes_reach_the_sum_and_the_reading() {
+        let c = StatsCounters::default();
+        for _ in 0..100 {
+            on_allocate(&c, 1 << 20);
+        }
+        assert_eq!(c.read().allocated, 100 << 20);
+        assert_eq!(c.read().allocated_peak, 100 << 20);
+        assert!(c.allocated.load(Ordering::Relaxed) >= (100 << 20) - FLUSH_BYTES, "most bytes were handed over");
+        for _ in 0..100 {
+            on_free(&c, 1 << 20);
+        }
+        assert_eq!(c.read().allocated, 0);
     }
 
     #[test]
@@ -186,6 +242,8 @@ mod tests {
         std::thread::spawn(move || on_free(&other, 1000)).join().unwrap();
         on_allocate(&c, 10);
         assert_eq!(c.read().allocated, 10);
-        assert_eq!(c.read().allocated_peak, 1000);
+        // The other thread's free is still pending in its slot: the peak may be off by it, no more.
+        let peak = c.read().allocated_peak;
+        assert!((1000..=1010).contains(&peak), "{peak}");
     }
 }
