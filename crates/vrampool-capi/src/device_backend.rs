@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use vrampool::{Backend, BackendKind, GIB, HostMemory, HostMemoryConfig, MIB, SimDevice};
+use vrampool::{Backend, BackendKind, GIB, HostMemory, HostMemoryConfig, MIB, SimDevice, SimDeviceConfig};
 use vrampool_cuda::{CudaDevice, CudaMemory, CudaVirtual};
 
 use crate::error::CapiError;
@@ -17,6 +17,10 @@ pub const HOST_CAPACITY: u64 = 4 * GIB;
 /// TRACE --strategy hybrid --config page_size=16MiB` against `page_size=2MiB`).
 pub const DEFAULT_PAGE_SIZE: u64 = 16 * MIB;
 
+/// How far apart the addresses of two simulated or host devices start, so that no address belongs to two
+/// devices (as on real GPUs, whose address ranges are disjoint): 1 TiB per ordinal.
+const DEVICE_ADDRESS_STRIDE: u64 = 1 << 40;
+
 /// A device for a pool, and the same device as a CUDA backend where it is one (for registering streams).
 pub(crate) struct DeviceBackend {
     /// The device as pools see it.
@@ -28,14 +32,19 @@ pub(crate) struct DeviceBackend {
 impl DeviceBackend {
     /// Opens device `ordinal` as `kind`: the simulated device, host memory, CUDA segments or CUDA virtual
     /// memory with pages of `page_size` ([`DEFAULT_PAGE_SIZE`] when `None`; the simulated device and host
-    /// memory ignore the ordinal and the page size).
+    /// memory ignore the page size and start their addresses apart by ordinal).
     pub(crate) fn open(kind: BackendKind, ordinal: usize, page_size: Option<u64>) -> Result<Self, CapiError> {
         Ok(match kind {
-            BackendKind::Sim => DeviceBackend { backend: Arc::new(SimDevice::default()), cuda: None },
-            BackendKind::Host => DeviceBackend {
-                backend: Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(HOST_CAPACITY))),
-                cuda: None,
-            },
+            BackendKind::Sim => {
+                let config = SimDeviceConfig::default();
+                let base = config.base_address + ordinal as u64 * DEVICE_ADDRESS_STRIDE;
+                DeviceBackend { backend: Arc::new(SimDevice::new(config.base_address(base))), cuda: None }
+            }
+            BackendKind::Host => {
+                let config = HostMemoryConfig::default().capacity(HOST_CAPACITY);
+                let base = config.base_address + ordinal as u64 * DEVICE_ADDRESS_STRIDE;
+                DeviceBackend { backend: Arc::new(HostMemory::new(config.base_address(base))), cuda: None }
+            }
             BackendKind::Cuda => {
                 let device = Arc::new(CudaDevice::new(ordinal)?);
                 DeviceBackend { backend: device.clone(), cuda: Some(device) }

@@ -28,11 +28,13 @@ pub struct HostMemoryConfig {
     pub capacity: u64,
     /// Virtual-memory granularity, or `None` for segments only. Default: 2 MiB, as on an H200.
     pub granularity: Option<u64>,
+    /// The first address handed out. Default: `0x1_0000_0000`.
+    pub base_address: u64,
 }
 
 impl Default for HostMemoryConfig {
     fn default() -> Self {
-        HostMemoryConfig { capacity: 256 * MIB, granularity: Some(2 * MIB) }
+        HostMemoryConfig { capacity: 256 * MIB, granularity: Some(2 * MIB), base_address: 0x1_0000_0000 }
     }
 }
 
@@ -46,6 +48,12 @@ impl HostMemoryConfig {
     /// Sets the virtual-memory granularity, or turns virtual memory off with `None`.
     pub fn granularity(mut self, granularity: Option<u64>) -> Self {
         self.granularity = granularity;
+        self
+    }
+
+    /// Sets the first address handed out (devices that must not share addresses start apart).
+    pub fn base_address(mut self, addr: u64) -> Self {
+        self.base_address = addr;
         self
     }
 }
@@ -140,7 +148,7 @@ impl HostMemory {
             ledger: Mutex::new(DeviceLedger::new(
                 config.capacity,
                 config.granularity,
-                0x1_0000_0000,
+                config.base_address,
                 CostModel::free(),
             )),
             regions: RwLock::new(BTreeMap::new()),

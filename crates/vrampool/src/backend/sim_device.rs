@@ -54,6 +54,12 @@ impl SimDeviceConfig {
         self.cost_model = cost_model;
         self
     }
+
+    /// Sets the first address handed out (devices that must not share addresses start apart).
+    pub fn base_address(mut self, addr: u64) -> Self {
+        self.base_address = addr;
+        self
+    }
 }
 
 /// One recorded event: the stream it was recorded on and whether it has completed.
