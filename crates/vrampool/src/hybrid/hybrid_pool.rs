@@ -72,7 +72,8 @@ pub struct HybridPool {
     watermark: Watermark,
     counters: StatsCounters,
     routes: [AtomicU64; 3],
-    hits: AtomicU64,
+    /// Class blocks carved from the region (requests served by a class but not by a cached block).
+    carves: AtomicU64,
 }
 
 impl HybridPool {
@@ -92,7 +93,7 @@ impl HybridPool {
             watermark,
             counters: StatsCounters::default(),
             routes: Default::default(),
-            hits: AtomicU64::new(0),
+            carves: AtomicU64::new(0),
             config,
         };
         if !learn {
@@ -133,7 +134,11 @@ impl HybridPool {
 
     /// Requests served by the classes' cached blocks, without the region.
     pub fn core_hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+        // Derived rather than counted: a shared counter written on every hit would be the one cache line
+        // all threads fight over.
+        let region: u64 = self.routes.iter().map(|r| r.load(Ordering::Relaxed)).sum();
+        let carves = self.carves.load(Ordering::Relaxed);
+        self.counters.read().allocations.saturating_sub(region + carves)
     }
 
     /// Ends warm-up now: chooses the classes from the requests seen so far. Returns the classes chosen
@@ -187,7 +192,6 @@ impl HybridPool {
                 return Err(err);
             }
             class.mark_live(index, stream_index, request.size);
-            self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(self.served(core, class, index, request.size, stream, slot)));
         }
         self.carve(core, class_index, class, request, stream, stream_index, slot)
@@ -211,6 +215,7 @@ impl HybridPool {
             Ok(block) => {
                 class.set_addr(index, block.addr);
                 core.register(block.addr, class_index, index);
+                self.carves.fetch_add(1, Ordering::Relaxed);
                 class.mark_live(index, stream_index, request.size);
                 Ok(Some(self.served(core, class, index, request.size, stream, slot)))
             }
