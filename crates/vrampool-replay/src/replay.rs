@@ -60,7 +60,8 @@ pub struct ReplayTarget<'a> {
     pub backend: Arc<dyn Backend>,
     /// The same device when it is simulated, for its modelled driver time.
     pub simulated: Option<Arc<SimDevice>>,
-    /// Reads the device's memory in use, as its driver reports it (sampled along the replay).
+    /// Reads the device's memory in use, as its driver reports it: read at the start, whenever the pool's
+    /// reserved bytes pass their highest reading so far, and at every timeline point.
     pub used_bytes: Option<&'a dyn Fn() -> Option<u64>>,
 }
 
@@ -119,12 +120,23 @@ pub fn replay_on(
         });
     };
     sample(0, pool, &mut timeline);
+    probe(&mut device_peak);
+    let mut probed_reserved = pool.stats().reserved_bytes.current;
     let mut busy = Duration::ZERO;
     for (chunk_index, chunk) in plan.operations.chunks(step).enumerate() {
         let first = chunk_index * step;
         let started = Instant::now();
         for op in chunk {
             run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
+            // The driver is read whenever the pool holds more than at the last reading, so that a short-lived
+            // segment (a fixed pool's fallback) is seen however briefly it lives.
+            if target.used_bytes.is_some() {
+                let reserved = pool.stats().reserved_bytes.current;
+                if reserved > probed_reserved {
+                    probed_reserved = reserved;
+                    probe(&mut device_peak);
+                }
+            }
         }
         busy += started.elapsed();
         for (i, op) in chunk.iter().enumerate() {
@@ -191,5 +203,56 @@ fn run(pool: &dyn Pool, op: Operation, addrs: &mut [u64], sizes: &mut [u64]) -> 
             NO_BLOCK => Ok(()),
             addr => pool.free(addr),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixed pool of 4 blocks of 1 MiB; a 16 MiB request between two timeline points takes a fallback
+    /// segment that is freed before the next point.
+    fn plan_with_a_short_fallback() -> ReplayPlan {
+        let mut operations = Vec::new();
+        for slot in 0..100 {
+            operations.push(Operation::Alloc { slot, size: 4096, stream: 0 });
+            operations.push(Operation::Free { slot });
+        }
+        operations.push(Operation::Alloc { slot: 100, size: 16 * MIB, stream: 0 });
+        operations.push(Operation::Free { slot: 100 });
+        ReplayPlan {
+            name: "short-fallback".into(),
+            times_us: (0..operations.len() as i64).collect(),
+            events: operations.len() as u64,
+            operations,
+            slots: 101,
+            ..ReplayPlan::default()
+        }
+    }
+
+    #[test]
+    fn the_driver_is_read_at_every_new_high_of_reserved_bytes() {
+        let plan = plan_with_a_short_fallback();
+        let spec = PoolSpec::parse("strategy=fixed,block_size=1MiB,block_count=4").unwrap();
+        let device = Arc::new(SimDevice::default());
+        let reader = device.clone();
+        let used = move || Some(reader.counters().used_bytes);
+        let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: Some(&used) };
+        let options = ReplayOptions { timeline_points: 1, ..ReplayOptions::default() };
+        let result = replay_on(&plan, &spec, &options, target, &mut |_| Ok(())).unwrap();
+        assert_eq!(result.fallbacks, 1);
+        assert_eq!(result.peak_reserved_bytes, 20 * MIB);
+        // The only timeline readings are at the start and the end, when 4 MiB are held.
+        assert_eq!(result.timeline.last().map(|point| point.reserved_bytes), Some(4 * MIB));
+        assert_eq!(result.device_peak_used_bytes, Some(20 * MIB));
+    }
+
+    #[test]
+    fn a_simulated_replay_reads_no_driver() {
+        let plan = plan_with_a_short_fallback();
+        let spec = PoolSpec::parse("strategy=fixed,block_size=1MiB,block_count=4").unwrap();
+        let result = replay(&plan, &spec, &ReplayOptions::default()).unwrap();
+        assert_eq!(result.device_peak_used_bytes, None);
+        assert_eq!(result.peak_reserved_bytes, 20 * MIB);
     }
 }

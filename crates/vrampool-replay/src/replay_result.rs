@@ -42,7 +42,7 @@ pub struct ReplayResult {
     /// The cost model's time in the driver, in microseconds (0 on a real device).
     pub driver_time_us: f64,
     /// On a real device: the most memory its driver reported in use beyond what was in use before the
-    /// replay, sampled along it.
+    /// replay, read whenever the pool's reserved bytes reached a new high.
     pub device_peak_used_bytes: Option<u64>,
     /// The pool's own CPU time per trace event, in nanoseconds.
     pub replay_ns_per_event: f64,
