@@ -19,21 +19,26 @@ fn dynamic_pool() -> DynamicPool {
     DynamicPool::new(Arc::new(SimDevice::default()), DynamicConfig::default()).unwrap()
 }
 
-/// A hybrid that has learned its classes from the churn itself (warm-up on the first 4096 steps).
+/// A hybrid that learns its classes from what it is given until `freeze` (warm-up ends by that call only).
+fn learning_hybrid() -> HybridPool {
+    let config = HybridConfig::default().warmup_requests(u64::MAX).max_rounding_waste(0.125);
+    HybridPool::new(Arc::new(SimDevice::default()), config).unwrap()
+}
+
+/// A hybrid that has learned its classes from the churn itself (8192 steps).
 fn hybrid_pool() -> HybridPool {
-    let pool =
-        HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
+    let pool = learning_hybrid();
     let mut warm = PoolChurn::new(&pool, ChurnSequence::standard());
     warm.run(8192);
     drop(warm);
+    pool.freeze();
     pool
 }
 
 fn pairs(c: &mut Criterion) {
     let fixed = fixed_pool(4 * MIB, 2048);
     let dynamic = dynamic_pool();
-    let hybrid =
-        HybridPool::new(Arc::new(SimDevice::default()), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
+    let hybrid = learning_hybrid();
     let sizes = [4 * KIB, 64 * KIB, MIB];
     // The hybrid learns a class for each pair size first.
     for size in sizes {

@@ -35,8 +35,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     // Blocks of 8 MiB hold every size of every pattern.
     let fixed = FixedPool::new(sim(), FixedConfig::default().block_size(8 * MIB).block_count(2048))?;
     let dynamic = DynamicPool::new(sim(), DynamicConfig::default())?;
-    // The bound on rounding waste that lets 128 classes cover log-uniform churn sizes.
-    let hybrid = HybridPool::new(sim(), HybridConfig::default().max_rounding_waste(0.125))?;
+    // The bound on rounding waste that lets 128 classes cover log-uniform churn sizes; warm-up ends at
+    // `freeze` below, after every pattern has been seen.
+    let hybrid = HybridPool::new(sim(), HybridConfig::default().warmup_requests(u64::MAX).max_rounding_waste(0.125))?;
     // The hybrid learns its classes from the patterns themselves, as it would live.
     run_pair(&hybrid, 4096, 500);
     run_pair(&hybrid, MIB, 500);
