@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds, on any Linux machine with cargo, every binary scripts/gpu-run.sh runs on the GPU machine, and puts
+# them (stripped) in .gpu/. The CUDA driver is loaded at run time, so no CUDA toolkit is needed here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=.gpu
+mkdir -p "$B"
+cargo build --release -p vrampool-cli -p vrampool-capi
+cargo build --release -p vrampool-cuda --bins --examples
+# The executable cargo builds for test or bench target $1 (of kind $2), from its JSON messages.
+executable() {
+    local name=$1 kind=$2
+    shift 2
+    cargo "$@" --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+name, kind = sys.argv[1], sys.argv[2]
+for line in sys.stdin:
+    m = json.loads(line)
+    target = m.get("target", {})
+    if m.get("executable") and target.get("name") == name and kind in target.get("kind", []):
+        print(m["executable"])
+' "$name" "$kind"
+}
+cp "$(executable gpu test test --release -p vrampool-cuda --test gpu)" "$B/gpu-tests"
+cp "$(executable threads bench bench -p vrampool-bench --bench threads)" "$B/threads-bench"
+cp target/release/vrampool target/release/vrampool-cuda-bench target/release/examples/cuda_buffers \
+    target/release/libvrampool_c.so "$B/"
+strip "$B"/vrampool "$B"/vrampool-cuda-bench "$B"/cuda_buffers "$B"/gpu-tests "$B"/threads-bench \
+    "$B"/libvrampool_c.so
+ls -l "$B"
