@@ -19,7 +19,8 @@ fn main() {
         }
         "dynamic" => Box::new(DynamicPool::new(sim(), DynamicConfig::default()).unwrap()),
         "hybrid" => {
-            let pool = HybridPool::new(sim(), HybridConfig::default().max_rounding_waste(0.125)).unwrap();
+            let config = HybridConfig::default().warmup_requests(u64::MAX).max_rounding_waste(0.125);
+            let pool = HybridPool::new(sim(), config).unwrap();
             run_pair(&pool, 4096, 500);
             run_pair(&pool, MIB, 500);
             PoolChurn::new(&pool, ChurnSequence::standard()).run(8192);
