@@ -6,10 +6,12 @@
 #                                             bundled traces checked against the simulation, latency benches
 #                                             (CUDA backends against cuMemAlloc and CUDA's pool; CPU patterns;
 #                                             threads; PyTorch's caching allocator against the C ABI)
-#   scripts/gpu-run.sh e2e WORKLOADS          PyTorch training and generation under every allocator mode: vrampool
-#                                             (default and advised), PyTorch's default and expandable segments 3
-#                                             times each (PyTorch's default once more, for its own spread);
-#                                             CUDA's pool and no caching once each
+#   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
+#                                             all of vrampool, vrampool-advised, pytorch, expandable,
+#                                             cudamallocasync, nocache), 3 runs each, PyTorch's default once more
+#                                             for its own spread. A workload too long for one call runs in several
+#                                             with a few modes each; `scripts/pytorch-e2e.py report --out DIR`
+#                                             merges their runs.jsonl into one table.
 #
 # Each phase writes its output to a file of its own as it goes, so a run cut short keeps what finished. The
 # checks' many files are packed into $OUT/checks.tar.gz at the end, beside $OUT/summary.txt.
@@ -75,18 +77,19 @@ checks)
     ;;
 e2e)
     workloads=${2:?workloads}
+    modes=${3:-vrampool,vrampool-advised,pytorch,expandable,cudamallocasync,nocache}
+    extra=0
+    [[ ",$modes," == *,pytorch,* ]] && extra=1
     args=()
     for w in ${workloads//,/ }; do
         args+=(--advised "$w" "$(advised "$w")")
     done
     name="e2e-${workloads//,/-}"
     phase "$name" python3 scripts/pytorch-e2e.py drive --out "$OUT/$name" --workloads "$workloads" \
-        --modes vrampool,vrampool-advised,pytorch,expandable --reps 3 --extra 1 --lib "$VRAMPOOL_LIB" "${args[@]}"
-    phase "$name-once" python3 scripts/pytorch-e2e.py drive --out "$OUT/$name" --workloads "$workloads" \
-        --modes cudamallocasync,nocache --reps 1 --extra 0 --lib "$VRAMPOOL_LIB"
+        --modes "$modes" --reps 3 --extra "$extra" --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | e2e WORKLOADS" >&2
+    echo "usage: $0 checks | e2e WORKLOADS [MODES]" >&2
     exit 2
     ;;
 esac
