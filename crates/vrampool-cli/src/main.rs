@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod comparison_columns;
 mod error;
 mod progress;
 mod report_html;

@@ -5,9 +5,10 @@ use vrampool_replay::{Advice, ComparisonRow, ReplayPlan, advise};
 
 use super::replay_options;
 use crate::cli::CompareArgs;
+use crate::comparison_columns::{COLUMNS, config_cell, figure_cells};
 use crate::error::Result;
 use crate::progress;
-use crate::table::{Table, mib, or_dash};
+use crate::table::Table;
 use crate::trace_input::{read, traces_or_bundled};
 
 /// Runs the comparison and prints tables (or JSON).
@@ -44,31 +45,12 @@ pub fn advise_with_progress(plan: &ReplayPlan, options: &vrampool_replay::Replay
 
 /// The table of one trace, with the advice under it.
 pub fn render(name: &str, rows: &[ComparisonRow], advice: &Advice) -> String {
-    let mut table = Table::new(&[
-        "strategy",
-        "peak live",
-        "peak reserved",
-        "utilization",
-        "fallbacks",
-        "ooms",
-        "device calls",
-        "driver ms",
-        "ns/event",
-        "config",
-    ]);
+    let mut table = Table::new(&COLUMNS);
     for row in rows {
-        table.row(vec![
-            row.strategy.clone(),
-            mib(row.peak_live_bytes),
-            mib(row.peak_reserved_bytes),
-            or_dash(row.utilization.map(|u| format!("{u:.3}"))),
-            or_dash(row.fallbacks),
-            or_dash(row.ooms),
-            or_dash(row.backend_calls),
-            or_dash(row.driver_time_us.map(|us| format!("{:.1}", us / 1000.0))),
-            or_dash(row.replay_ns_per_event.map(|ns| format!("{ns:.1}"))),
-            row.config.clone().unwrap_or_else(|| "(recorded)".into()),
-        ]);
+        let mut cells = vec![row.strategy.clone()];
+        cells.extend(figure_cells(row));
+        cells.push(config_cell(row));
+        table.row(cells);
     }
     let events = rows.first().map_or(0, |r| r.events);
     format!(

@@ -3,21 +3,7 @@
 use vrampool_replay::{Advice, ComparisonRow};
 
 use super::escape::{config_html, escape};
-use crate::table::{mib, or_dash};
-
-/// The columns, as `vrampool compare` names them.
-const COLUMNS: [&str; 10] = [
-    "strategy",
-    "peak live",
-    "peak reserved",
-    "utilization",
-    "fallbacks",
-    "ooms",
-    "device calls",
-    "driver ms",
-    "ns/event",
-    "config",
-];
+use crate::comparison_columns::{COLUMNS, config_cell, figure_cells};
 
 /// The table: each strategy's best configuration, then PyTorch's recorded figures; the recommended row
 /// is marked.
@@ -31,16 +17,7 @@ pub fn comparison_table(advice: &Advice, pytorch: &ComparisonRow) -> String {
     html.push_str("</tr></thead>\n<tbody>\n");
     for row in &rows {
         let recommended = row.strategy == advice.recommended.name();
-        let cells = [
-            mib(row.peak_live_bytes),
-            mib(row.peak_reserved_bytes),
-            or_dash(row.utilization.map(|u| format!("{u:.3}"))),
-            or_dash(row.fallbacks),
-            or_dash(row.ooms),
-            or_dash(row.backend_calls),
-            or_dash(row.driver_time_us.map(|us| format!("{:.1}", us / 1000.0))),
-            or_dash(row.replay_ns_per_event.map(|ns| format!("{ns:.1}"))),
-        ];
+        let cells = figure_cells(row);
         html.push_str(&format!(
             "<tr class=\"s-{}{}\"><td class=\"name\"><span class=\"swatch\"></span>{}{}</td>",
             escape(&row.strategy),
@@ -51,8 +28,7 @@ pub fn comparison_table(advice: &Advice, pytorch: &ComparisonRow) -> String {
         for cell in cells {
             html.push_str(&format!("<td class=\"number\">{}</td>", escape(&cell)));
         }
-        let config = row.config.clone().unwrap_or_else(|| "(recorded)".into());
-        html.push_str(&format!("<td class=\"config\"><code>{}</code></td></tr>\n", config_html(&config)));
+        html.push_str(&format!("<td class=\"config\"><code>{}</code></td></tr>\n", config_html(&config_cell(row))));
     }
     html.push_str("</tbody>\n</table>\n");
     html
