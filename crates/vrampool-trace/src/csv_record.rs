@@ -1,12 +1,50 @@
 //! The records of a CSV log: its lines after the header, split into fields, and the number syntaxes the
 //! logs use.
 
+use crate::block_ledger::UnknownFree;
+use crate::error::{Error, Location};
+use crate::event::Event;
+use crate::format::TraceFormat;
+use crate::trace::Trace;
+use crate::trace_builder::TraceBuilder;
+
 /// A data line of a CSV log, split at commas, with spaces around each field trimmed.
 pub(crate) struct CsvRecord<'a, const N: usize> {
     /// The 1-based line number.
     pub(crate) line: u64,
     /// The fields.
     pub(crate) fields: [&'a [u8]; N],
+}
+
+/// What a CSV reader makes of one record: its event, or what is wrong with it and, for an allocation whose
+/// address was read, that address.
+pub(crate) type Parsed = Result<Event, (String, Option<u64>)>;
+
+/// Reads the CSV log `content` of the trace named `name` in `format`, each record of `N` fields made an event
+/// by `parse`; `line_bytes` is about the length of a line, to size the trace up front.
+pub(crate) fn read_trace<const N: usize>(
+    name: &str,
+    content: &[u8],
+    lenient: bool,
+    format: TraceFormat,
+    line_bytes: usize,
+    mut parse: impl FnMut(&CsvRecord<'_, N>) -> Parsed,
+) -> crate::error::Result<Trace> {
+    let mut builder = TraceBuilder::new(name, lenient, UnknownFree::Reject, content.len() / line_bytes);
+    for record in records::<N>(content) {
+        let (line, parsed) = match record {
+            Ok(record) => (record.line, parse(&record)),
+            Err((line, reason)) => (line, Err((reason, None))),
+        };
+        let at = Location::Line(line);
+        match parsed {
+            Ok(event) => builder.push(at, event)?,
+            Err((reason, failed_alloc_addr)) => {
+                builder.reject(Error::BadRecord { name: name.to_owned(), at, reason }, failed_alloc_addr)?
+            }
+        }
+    }
+    Ok(builder.finish(format, 0))
 }
 
 /// The data lines of a CSV log after its header line (blank lines are skipped): each a record of `N` fields,

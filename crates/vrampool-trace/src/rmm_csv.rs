@@ -12,40 +12,24 @@
 //! A free of a pointer the log never allocated, a double free, and a free whose size differs from the
 //! allocation are errors naming the line (skipped and counted by a lenient read).
 
-use crate::block_ledger::UnknownFree;
-use crate::csv_record::{self, CsvRecord, decimal_u64, hex_u64, show, strip_hex_prefix};
-use crate::error::{Error, Location, Result};
+use crate::csv_record::{self, CsvRecord, Parsed, decimal_u64, hex_u64, show, strip_hex_prefix};
+use crate::error::Result;
 use crate::event::{Event, EventKind};
 use crate::format::TraceFormat;
 use crate::trace::Trace;
-use crate::trace_builder::TraceBuilder;
 
 /// Microseconds in a day.
 const DAY_US: i64 = 86_400_000_000;
 
 /// Reads the RMM log `content` of the trace named `name`.
 pub(crate) fn read(name: &str, content: &[u8], lenient: bool) -> Result<Trace> {
-    let mut builder = TraceBuilder::new(name, lenient, UnknownFree::Reject, content.len() / 48);
     let mut clock = Clock::default();
-    for record in csv_record::records::<6>(content) {
-        let (line, parsed) = match record {
-            Ok(record) => (record.line, parse(&record, &mut clock)),
-            Err((line, reason)) => (line, Err((reason, None))),
-        };
-        let at = Location::Line(line);
-        match parsed {
-            Ok(event) => builder.push(at, event)?,
-            Err((reason, failed_alloc_addr)) => {
-                builder.reject(Error::BadRecord { name: name.to_owned(), at, reason }, failed_alloc_addr)?
-            }
-        }
-    }
-    Ok(builder.finish(TraceFormat::RmmCsv, 0))
+    csv_record::read_trace::<6>(name, content, lenient, TraceFormat::RmmCsv, 48, |record| parse(record, &mut clock))
 }
 
 /// The event of one line; an error says what is wrong and, for an allocation whose pointer was read, that
 /// pointer.
-fn parse(record: &CsvRecord<'_, 6>, clock: &mut Clock) -> Result<Event, (String, Option<u64>)> {
+fn parse(record: &CsvRecord<'_, 6>, clock: &mut Clock) -> Parsed {
     let [_thread, time, action, pointer, size, stream] = record.fields;
     let kind = match action {
         b"allocate" => EventKind::Alloc,

@@ -11,36 +11,20 @@
 
 use std::io::{self, BufWriter, Write};
 
-use crate::block_ledger::UnknownFree;
-use crate::csv_record::{self, CsvRecord, decimal_i64, decimal_u64, hex_or_decimal_u64, show};
-use crate::error::{Error, Location, Result};
+use crate::csv_record::{self, CsvRecord, Parsed, decimal_i64, decimal_u64, hex_or_decimal_u64, show};
+use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::format::{TraceFormat, VRAMPOOL_CSV_HEADER};
 use crate::trace::Trace;
-use crate::trace_builder::TraceBuilder;
 
 /// Reads the vrampool CSV `content` of the trace named `name`.
 pub(crate) fn read(name: &str, content: &[u8], lenient: bool) -> Result<Trace> {
-    let mut builder = TraceBuilder::new(name, lenient, UnknownFree::Reject, content.len() / 32);
-    for record in csv_record::records::<5>(content) {
-        let (line, parsed) = match record {
-            Ok(record) => (record.line, parse(&record)),
-            Err((line, reason)) => (line, Err((reason, None))),
-        };
-        let at = Location::Line(line);
-        match parsed {
-            Ok(event) => builder.push(at, event)?,
-            Err((reason, failed_alloc_addr)) => {
-                builder.reject(Error::BadRecord { name: name.to_owned(), at, reason }, failed_alloc_addr)?
-            }
-        }
-    }
-    Ok(builder.finish(TraceFormat::VrampoolCsv, 0))
+    csv_record::read_trace::<5>(name, content, lenient, TraceFormat::VrampoolCsv, 32, parse)
 }
 
 /// The event of one line; an error says what is wrong and, for an allocation whose address was read, that
 /// address.
-fn parse(record: &CsvRecord<'_, 5>) -> Result<Event, (String, Option<u64>)> {
+fn parse(record: &CsvRecord<'_, 5>) -> Parsed {
     let [time, action, addr, size, stream] = record.fields;
     let kind = std::str::from_utf8(action)
         .ok()
