@@ -125,16 +125,19 @@ pub fn replay_on(
     let mut busy = Duration::ZERO;
     for (chunk_index, chunk) in plan.operations.chunks(step).enumerate() {
         let first = chunk_index * step;
-        let started = Instant::now();
+        let mut started = Instant::now();
         for op in chunk {
             run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
             // The driver is read whenever the pool holds more than at the last reading, so that a short-lived
-            // segment (a fixed pool's fallback) is seen however briefly it lives.
+            // segment (a fixed pool's fallback) is seen however briefly it lives; the driver's time is not the
+            // pool's, so it is left out of the time measured.
             if target.used_bytes.is_some() {
                 let reserved = pool.stats().reserved_bytes.current;
                 if reserved > probed_reserved {
                     probed_reserved = reserved;
+                    busy += started.elapsed();
                     probe(&mut device_peak);
+                    started = Instant::now();
                 }
             }
         }

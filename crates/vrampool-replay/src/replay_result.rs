@@ -44,7 +44,8 @@ pub struct ReplayResult {
     /// On a real device: the most memory its driver reported in use beyond what was in use before the
     /// replay, read whenever the pool's reserved bytes reached a new high.
     pub device_peak_used_bytes: Option<u64>,
-    /// The pool's own CPU time per trace event, in nanoseconds.
+    /// The pool's own CPU time per trace event, in nanoseconds (on a real device, with the reading of the
+    /// pool's reserved bytes after each operation that decides when to read the driver).
     pub replay_ns_per_event: f64,
     /// The pool's counters at the end.
     pub stats: PoolStats,
