@@ -110,6 +110,23 @@ def device_conf(conf: str) -> str:
 # One run, in this process.
 
 
+def timed_training(torch, step, inputs: list) -> dict:
+    """Runs `step(*inputs[0])` as the untimed warm-up step, then times `step` on each of the other inputs."""
+    warmup_loss = step(*inputs[0]).item()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    losses = [step(*args) for args in inputs[1:]]
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "timed_steps": len(inputs) - 1,
+        "warmup_steps": 1,
+        "warmup_loss": warmup_loss,
+        "losses": [loss.item() for loss in losses],
+    }
+
+
 def resnet_train_fixed(torch, seed: int) -> dict:
     import torchvision
 
@@ -130,19 +147,7 @@ def resnet_train_fixed(torch, seed: int) -> dict:
         optimizer.step()
         return loss.detach()
 
-    warmup_loss = step().item()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    losses = [step() for _ in range(steps)]
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - start
-    return {
-        "wall_s": wall,
-        "timed_steps": steps,
-        "warmup_steps": 1,
-        "warmup_loss": warmup_loss,
-        "losses": [loss.item() for loss in losses],
-    }
+    return timed_training(torch, step, [()] * (steps + 1))
 
 
 def gpt2_small(torch, seed: int):
@@ -172,20 +177,7 @@ def gpt_train_varlen(torch, seed: int) -> dict:
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    warmup_loss = step(*shapes[0]).item()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    losses = [step(*shape) for shape in shapes[1:]]
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - start
-    return {
-        "wall_s": wall,
-        "timed_steps": steps,
-        "warmup_steps": 1,
-        "warmup_loss": warmup_loss,
-        "losses": [loss.item() for loss in losses],
-        "shapes": shapes[1:],
-    }
+    return {**timed_training(torch, step, shapes), "shapes": shapes[1:]}
 
 
 def gpt_serve(torch, seed: int) -> dict:
