@@ -31,6 +31,14 @@ pub struct PytorchBaseline {
 impl PytorchBaseline {
     /// The baseline of `trace`. Linear in the number of events.
     pub fn of(trace: &Trace) -> Self {
+        Self::walk(trace, |_, _, _| {})
+    }
+
+    /// [`PytorchBaseline::of`], telling `visit(events_done, live_bytes, reserved_change)` PyTorch's memory
+    /// before the first event (`events_done` 0) and after each event. `reserved_change` is the running sum of
+    /// segment bytes since the start; the bytes reserved are [`PytorchBaseline::initial_reserved_bytes`]
+    /// plus it.
+    pub fn walk(trace: &Trace, mut visit: impl FnMut(usize, u64, i128)) -> Self {
         let mut sizes: FxHashMap<u64, u64> = FxHashMap::default();
         let mut live: u64 = 0;
         for block in &trace.initial_live {
@@ -42,7 +50,8 @@ impl PytorchBaseline {
         let mut peak_live = live;
         let mut reserved: i128 = 0;
         let (mut lowest_reserved, mut highest_reserved): (i128, i128) = (0, 0);
-        for event in &trace.events {
+        visit(0, live, reserved);
+        for (index, event) in trace.events.iter().enumerate() {
             match event.kind {
                 EventKind::Alloc => {
                     if let Some(old) = sizes.insert(event.addr, event.size) {
@@ -65,6 +74,7 @@ impl PytorchBaseline {
                 }
                 EventKind::FreeRequested | EventKind::Oom | EventKind::AllocFailure => {}
             }
+            visit(index + 1, live, reserved);
         }
         let initial_reserved = saturate(-lowest_reserved);
         PytorchBaseline {

@@ -1,9 +1,7 @@
 //! PyTorch's own live and reserved bytes along a trace it recorded, by the rules of
 //! [`vrampool_trace::PytorchBaseline`].
 
-use std::collections::HashMap;
-
-use vrampool_trace::{EventKind, PytorchBaseline, Trace};
+use vrampool_trace::{PytorchBaseline, Trace};
 
 /// Live and reserved bytes after some number of events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,45 +34,34 @@ impl PytorchTimeline {
     pub fn of(trace: &Trace, points: usize) -> Self {
         let events = trace.events.len();
         let step = events.div_ceil(points.max(1)).max(1);
-        let mut sizes: HashMap<u64, u64> = HashMap::new();
-        let mut live: u64 = 0;
-        for block in &trace.initial_live {
-            if let Some(old) = sizes.insert(block.addr, block.size) {
-                live = live.saturating_sub(old);
-            }
-            live = live.saturating_add(block.size);
-        }
-        let mut reserved = PytorchBaseline::of(trace).initial_reserved_bytes;
-        let mut samples = vec![TimelineSample { event: 0, live_bytes: live, reserved_bytes: reserved }];
-        let (mut peak_live, mut peak_reserved) = (live, reserved);
-        for (i, event) in trace.events.iter().enumerate() {
-            match event.kind {
-                EventKind::Alloc => {
-                    if let Some(old) = sizes.insert(event.addr, event.size) {
-                        live = live.saturating_sub(old);
-                    }
-                    live = live.saturating_add(event.size);
-                }
-                EventKind::Free => live = live.saturating_sub(sizes.remove(&event.addr).unwrap_or(0)),
-                EventKind::SegmentAlloc | EventKind::SegmentMap => reserved = reserved.saturating_add(event.size),
-                EventKind::SegmentFree | EventKind::SegmentUnmap => reserved = reserved.saturating_sub(event.size),
-                EventKind::FreeRequested | EventKind::Oom | EventKind::AllocFailure => {}
-            }
-            peak_live = peak_live.max(live);
-            peak_reserved = peak_reserved.max(reserved);
-            let done = i + 1;
+        let mut taken = Vec::with_capacity(events / step + 2);
+        let baseline = PytorchBaseline::walk(trace, |done, live, reserved_change| {
             if done % step == 0 || done == events {
-                samples.push(TimelineSample { event: done as u64, live_bytes: live, reserved_bytes: reserved });
+                taken.push((done, live, reserved_change));
             }
+        });
+        let initial_reserved = i128::from(baseline.initial_reserved_bytes);
+        let samples = taken
+            .into_iter()
+            .map(|(done, live, change)| TimelineSample {
+                event: done as u64,
+                live_bytes: live,
+                // Never negative: the initial bytes are the least that keep the running sum from going below 0.
+                reserved_bytes: u64::try_from(initial_reserved + change).unwrap_or(u64::MAX),
+            })
+            .collect();
+        PytorchTimeline {
+            samples,
+            peak_live_bytes: baseline.peak_live_bytes,
+            peak_reserved_bytes: baseline.peak_reserved_bytes,
         }
-        PytorchTimeline { samples, peak_live_bytes: peak_live, peak_reserved_bytes: peak_reserved }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vrampool_trace::{Event, LiveBlock};
+    use vrampool_trace::{Event, EventKind, LiveBlock};
 
     fn trace() -> Trace {
         Trace {
