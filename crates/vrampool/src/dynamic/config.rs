@@ -49,7 +49,8 @@ pub struct DynamicConfig {
     /// Whether to use the device's virtual memory. Default: [`VirtualMemory::Auto`].
     pub virtual_memory: VirtualMemory,
     /// With virtual memory: before asking the device for new physical memory, move chunks that sit idle
-    /// under wholly free stretches to where they are needed. Default: true.
+    /// under wholly free stretches to where they are needed, up to one growth step's worth of chunks
+    /// between two growths. Default: true.
     pub reclaim_idle: bool,
     /// With virtual memory: the address space reserved, as a multiple of the cap (room for
     /// fragmentation of addresses, which cost nothing unmapped). Default: 2.

@@ -66,7 +66,8 @@ struct DynamicState {
 /// grows in place: its reserved bytes are the mapped chunks. Before it asks the device for new physical
 /// memory it moves chunks that sit idle under wholly free stretches to where they are needed, in batches
 /// of contiguous chunks ([`DynamicConfig::reclaim_idle`]), after waiting for the device so that no
-/// queued work still uses them.
+/// queued work still uses them. Moves are bounded by growth: once the chunks moved since the last growth
+/// add up to one growth step, it grows instead, so a churn that keeps landing on unmapped addresses settles.
 ///
 /// Operations take one lock: O(1) plus, on virtual memory, one step per chunk the block touches.
 #[derive(Debug)]
@@ -182,7 +183,7 @@ impl DynamicPool {
                     return Ok(carved);
                 }
                 let need: usize = missing.iter().map(|run| run.len()).sum();
-                if need > space.idle_chunks() && cache_has_blocks() {
+                if need > space.idle_chunks() && !self.prefers_growth(space, pending, need) && cache_has_blocks() {
                     space.release_span(carved.offset, carved.size);
                     state.ranges.free(carved.node, carved.tag);
                     self.drain_cache(state);
@@ -269,7 +270,8 @@ impl DynamicPool {
         let g = space.granularity();
         let need: usize = missing.iter().map(|run| run.len()).sum();
         let idle = space.idle_chunks();
-        let own = if self.config.reclaim_idle { need.min(idle) } else { 0 };
+        let own =
+            if self.config.reclaim_idle && !self.prefers_growth(space, pending, need) { need.min(idle) } else { 0 };
         let short = (need - own) as u64 * g;
         // Without moving, idle chunks still count against the cap: unmapping them may make room.
         let reserved = space.mapped_bytes() + pending;
@@ -316,8 +318,20 @@ impl DynamicPool {
             space.set_mapped(run, true);
             self.counters.add_reserved(bytes);
         }
+        space.count_growth();
         self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Rent or buy: whether to map new memory for `need` chunks rather than move idle ones. A move costs
+    /// device calls each time a block lands where nothing is mapped; a growth costs memory once. Once the
+    /// chunks moved since the last growth add up to what one growth step would add, the pool grows (where
+    /// the cap allows) instead of moving more, so a workload that keeps landing on unmapped addresses pays
+    /// for at most one step of moves per step of growth, and stops paying once the pool is large enough.
+    fn prefers_growth(&self, space: &VirtualSpace, pending: u64, need: usize) -> bool {
+        let g = space.granularity();
+        let reserved = space.mapped_bytes() + pending;
+        self.policy.growth(reserved, need as u64 * g).is_some_and(|step| space.moved_since_growth() as u64 * g >= step)
     }
 
     /// Idle chunks that can be moved without waiting, at most `limit`: on one stream, those idle since an
@@ -394,6 +408,7 @@ impl DynamicPool {
                 space.set_mapped(source.start..source.start + n, false);
                 space.set_mapped(target.start..target.start + n, true);
                 self.counters.rare.chunks_moved.fetch_add(n as u64, Ordering::Relaxed);
+                space.count_moved(n);
                 source.start += n;
                 target.start += n;
             }
@@ -484,6 +499,7 @@ impl DynamicPool {
                     if mapped.is_ok() {
                         let first = ((carved.offset - space.base()) / g) as usize;
                         space.set_mapped(first..first + (bytes / g) as usize, true);
+                        space.count_growth();
                         self.counters.add_reserved(bytes);
                     }
                     space.release_span(carved.offset, carved.size);

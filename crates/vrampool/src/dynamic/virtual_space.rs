@@ -24,6 +24,7 @@ pub(crate) struct VirtualSpace {
     epoch: u32,
     safe_through: u32,
     epoch_events: VecDeque<(u32, EventId)>,
+    moved_since_growth: usize,
 }
 
 /// The epoch stamp of chunks mapped and never used: safe to move at any time.
@@ -44,6 +45,7 @@ impl VirtualSpace {
             epoch: 1,
             safe_through: FRESH,
             epoch_events: VecDeque::new(),
+            moved_since_growth: 0,
         }
     }
 
@@ -120,6 +122,21 @@ impl VirtualSpace {
                 self.idle.remove(index);
             }
         }
+    }
+
+    /// Chunks moved since the space last gained new physical memory.
+    pub(crate) fn moved_since_growth(&self) -> usize {
+        self.moved_since_growth
+    }
+
+    /// Counts `chunks` moved from idle stretches to where a block needed them.
+    pub(crate) fn count_moved(&mut self, chunks: usize) {
+        self.moved_since_growth += chunks;
+    }
+
+    /// Records that new physical memory was mapped: the count of moves starts again.
+    pub(crate) fn count_growth(&mut self) {
+        self.moved_since_growth = 0;
     }
 
     /// Runs of idle chunks, highest addresses first, at most `limit` chunks in all.
