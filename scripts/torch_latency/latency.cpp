@@ -10,6 +10,8 @@
 // place (one op = one free plus one allocation). Each pattern runs `rounds` rounds of `ops` operations after a
 // warm-up; the figure is the median over rounds of the mean nanoseconds per operation (p10 and p90 beside it).
 // Every size and victim is drawn before timing, from a seeded generator, the same for both allocators.
+// run.py calls `run` once per pattern, each in a process of its own, so that both allocators meet every
+// pattern fresh (vrampool's default pool learns its size classes from its first requests).
 //
 // Built by run.py with torch.utils.cpp_extension.load.
 
@@ -18,6 +20,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <pybind11/stl.h>
 
 #include <dlfcn.h>
 
@@ -174,10 +178,24 @@ py::dict row(const std::string& method, const std::string& pattern, size_t size,
   return d;
 }
 
-// Runs every pattern on both allocators; returns one dict per (method, pattern).
-py::list run(const std::string& library, int rounds, int ops, int churn_ops, int warmup, uint64_t seed) {
+// Runs the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn), in that order, on both allocators;
+// returns one dict per (method, pattern).
+py::list run(const std::string& library, const std::vector<std::string>& patterns, int rounds, int ops,
+             int churn_ops, int warmup, uint64_t seed) {
   if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
     throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
+  }
+  const std::vector<std::pair<std::string, size_t>> pair_sizes = {
+      {"pair-4KiB", 4096}, {"pair-1MiB", 1 << 20}, {"pair-64MiB", 64u << 20}};
+  auto wanted = [&](const std::string& name) {
+    return std::find(patterns.begin(), patterns.end(), name) != patterns.end();
+  };
+  for (const auto& name : patterns) {
+    bool known = name == "churn" || std::any_of(pair_sizes.begin(), pair_sizes.end(),
+                                                [&](const auto& p) { return p.first == name; });
+    if (!known) {
+      throw std::invalid_argument("unknown pattern " + name + " (pair-4KiB, pair-1MiB, pair-64MiB, churn)");
+    }
   }
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -195,15 +213,17 @@ py::list run(const std::string& library, int rounds, int ops, int churn_ops, int
   Vrampool vrampool{alloc_fn, free_fn, last_error, device, stream};
 
   py::list rows;
-  const std::vector<std::pair<std::string, size_t>> pair_sizes = {
-      {"pair-4KiB", 4096}, {"pair-1MiB", 1 << 20}, {"pair-64MiB", 64u << 20}};
   for (const auto& [pattern, size] : pair_sizes) {
+    if (!wanted(pattern)) continue;
     rows.append(row("pytorch", pattern, size, pairs(torch_allocator, size, rounds, ops, warmup), rounds, ops));
     rows.append(row("vrampool", pattern, size, pairs(vrampool, size, rounds, ops, warmup), rounds, ops));
   }
-  ChurnPlan plan = plan_churn(seed, static_cast<size_t>(warmup) + static_cast<size_t>(rounds) * churn_ops);
-  rows.append(row("pytorch", "churn", 0, churn(torch_allocator, plan, rounds, churn_ops, warmup), rounds, churn_ops));
-  rows.append(row("vrampool", "churn", 0, churn(vrampool, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+  if (wanted("churn")) {
+    ChurnPlan plan = plan_churn(seed, static_cast<size_t>(warmup) + static_cast<size_t>(rounds) * churn_ops);
+    rows.append(
+        row("pytorch", "churn", 0, churn(torch_allocator, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+    rows.append(row("vrampool", "churn", 0, churn(vrampool, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+  }
   return rows;
 }
 
@@ -211,7 +231,8 @@ py::list run(const std::string& library, int rounds, int ops, int churn_ops, int
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Allocation latency: PyTorch's CUDA caching allocator against vrampool's C ABI";
-  m.def("run", &run, py::arg("library"), py::arg("rounds"), py::arg("ops"), py::arg("churn_ops"),
-        py::arg("warmup"), py::arg("seed"),
-        "Times pairs (4 KiB, 1 MiB, 64 MiB) and churn on both allocators; one dict per (method, pattern)");
+  m.def("run", &run, py::arg("library"), py::arg("patterns"), py::arg("rounds"), py::arg("ops"),
+        py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"),
+        "Times the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn) on both allocators; one dict per "
+        "(method, pattern)");
 }

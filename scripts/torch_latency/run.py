@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Allocation latency on the GPU machine: PyTorch's CUDA caching allocator against vrampool's C ABI, in one process.
+"""Allocation latency on the GPU machine: PyTorch's CUDA caching allocator against vrampool's C ABI, side by side.
 
 Builds latency.cpp with torch.utils.cpp_extension.load (a C++ compiler, ninja and the CUDA headers are needed),
 then times, on PyTorch's current stream of device 0:
@@ -10,7 +10,10 @@ then times, on PyTorch's current stream of device 0:
 
 for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` and for `vrampool_torch_alloc`/
 `vrampool_torch_free` (the pool configured by VRAMPOOL_CONF, or --conf; default: the hybrid pool on CUDA virtual
-memory). Figures: median over rounds of the mean per round. Prints a table, and writes JSON to --out.
+memory). Each pattern runs in a process of its own, both allocators in turn, so that each meets the pattern fresh
+(vrampool's default pool learns its size classes from its first requests; one process for all patterns would
+teach it the first pattern only). Figures: median over rounds of the mean per round. Prints a table, and writes
+JSON to --out.
 
     cargo build --release -p vrampool-capi
     python3 scripts/torch_latency/run.py --out latency.json
@@ -24,6 +27,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import sysconfig
 
@@ -66,29 +70,13 @@ def build_extension(verbose: bool):
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
-    parser.add_argument("--conf", help="VRAMPOOL_CONF for vrampool's device pool (default: as in the environment)")
-    parser.add_argument("--rounds", type=int, default=31, help="timed rounds per pattern (default 31)")
-    parser.add_argument("--ops", type=int, default=2000, help="pairs per round (default 2000)")
-    parser.add_argument("--churn-ops", type=int, default=2000, help="churn ops per round (default 2000)")
-    parser.add_argument("--warmup", type=int, default=5000,
-                        help="untimed ops before each pattern (default 5000: past the hybrid pool's 4096-request "
-                             "warm-up, in which it learns its size classes)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", help="write the JSON here too")
-    parser.add_argument("--verbose", action="store_true", help="show the extension's build")
-    args = parser.parse_args()
+PATTERNS = ["pair-4KiB", "pair-1MiB", "pair-64MiB", "churn"]
 
-    if args.conf is not None:
-        os.environ["VRAMPOOL_CONF"] = args.conf
-    sys.path.insert(0, str(REPO / "python"))
-    import vrampool  # only for the library path and the pool's stats; PyTorch's allocator is left in place
 
-    library = vrampool.library_path(args.lib).resolve()
-    if not library.is_file():
-        raise SystemExit(f"{library} does not exist: build it with `cargo build --release -p vrampool-capi`")
+def measure(args, library) -> dict:
+    """Runs the patterns of --patterns in this process; returns the rows and vrampool's pool as it ends."""
+    import vrampool
+
     vrampool.load(library)
 
     import torch
@@ -98,24 +86,83 @@ def main() -> None:
     torch.cuda.set_device(0)
     torch.empty(1, device="cuda")  # initialises CUDA and PyTorch's caching allocator
     extension = build_extension(args.verbose)
-    rows = extension.run(str(library), args.rounds, args.ops, args.churn_ops, args.warmup, args.seed)
+    patterns = args.patterns.split(",")
+    rows = extension.run(str(library), patterns, args.rounds, args.ops, args.churn_ops, args.warmup, args.seed)
     pool = vrampool.stats(0)
-    result = {
+    return {
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "vrampool_config": pool["config"],
         "vrampool_backend": pool["backend"],
-        "vrampool_fallbacks": pool["stats"]["fallbacks"],
-        "vrampool_growths": pool["stats"]["growths"],
-        "rounds": args.rounds,
-        "warmup": args.warmup,
-        "seed": args.seed,
+        "pools": [{
+            "patterns": patterns,
+            "fallbacks": pool["stats"]["fallbacks"],
+            "fallback_reasons": pool["stats"].get("fallback_reasons", {}),
+            "growths": pool["stats"]["growths"],
+            "chunks_moved": pool["stats"].get("chunks_moved", 0),
+            "reserved_bytes_peak": pool["stats"]["reserved_bytes"]["peak"],
+        }],
         "rows": rows,
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
+    parser.add_argument("--conf", help="VRAMPOOL_CONF for vrampool's device pool (default: as in the environment)")
+    parser.add_argument("--rounds", type=int, default=31, help="timed rounds per pattern (default 31)")
+    parser.add_argument("--ops", type=int, default=2000, help="pairs per round (default 2000)")
+    parser.add_argument("--churn-ops", type=int, default=2000, help="churn ops per round (default 2000)")
+    parser.add_argument("--warmup", type=int, default=5000,
+                        help="untimed ops before each pattern (default 5000: past the hybrid pool's 1024-request "
+                             "warm-up, in which it learns its size classes)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--patterns", default=",".join(PATTERNS),
+                        help=f"comma-separated patterns (default: all of {','.join(PATTERNS)})")
+    parser.add_argument("--in-this-process", action="store_true",
+                        help="run every pattern of --patterns in this process (what each child does) and print "
+                             "its JSON only")
+    parser.add_argument("--out", help="write the JSON here too")
+    parser.add_argument("--verbose", action="store_true", help="show the extension's build")
+    args = parser.parse_args()
+    unknown = sorted(set(args.patterns.split(",")) - set(PATTERNS))
+    if unknown:
+        raise SystemExit(f"unknown pattern(s) {', '.join(unknown)}: choose from {', '.join(PATTERNS)}")
+
+    if args.conf is not None:
+        os.environ["VRAMPOOL_CONF"] = args.conf
+    sys.path.insert(0, str(REPO / "python"))
+    import vrampool  # only for the library path and the pool's stats; PyTorch's allocator is left in place
+
+    library = vrampool.library_path(args.lib).resolve()
+    if not library.is_file():
+        raise SystemExit(f"{library} does not exist: build it with `cargo build --release -p vrampool-capi`")
+    if args.in_this_process:
+        print(json.dumps(measure(args, library)))
+        return
+
+    result = None
+    for pattern in args.patterns.split(","):
+        print(f"measuring {pattern} in a fresh process...", file=sys.stderr, flush=True)
+        child = [sys.executable, __file__, "--in-this-process", "--patterns", pattern, "--lib", str(library),
+                 "--rounds", str(args.rounds), "--ops", str(args.ops), "--churn-ops", str(args.churn_ops),
+                 "--warmup", str(args.warmup), "--seed", str(args.seed)]
+        if args.verbose:
+            child.append("--verbose")
+        done = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the process measuring {pattern} failed with exit {done.returncode}")
+        part = json.loads(done.stdout.strip().splitlines()[-1])
+        if result is None:
+            result = part
+        else:
+            result["rows"] += part["rows"]
+            result["pools"] += part["pools"]
+    result.update({"rounds": args.rounds, "warmup": args.warmup, "seed": args.seed})
     print(f"{result['gpu']}, PyTorch {result['torch']}; vrampool `{result['vrampool_config']}`")
     print(f"{'pattern':<12} {'pytorch ns':>12} {'vrampool ns':>12} {'ratio':>7}   (median per op; p10-p90)")
     by_pattern: dict[str, dict[str, dict]] = {}
-    for row in rows:
+    for row in result["rows"]:
         by_pattern.setdefault(row["pattern"], {})[row["method"]] = row
     for pattern, methods in by_pattern.items():
         torch_row, pool_row = methods["pytorch"], methods["vrampool"]
