@@ -8,7 +8,7 @@ use crate::context::DeviceContext;
 use crate::driver::{CudaDriver, Driver};
 use crate::error::CudaError;
 use crate::library::CudaLibrary;
-use crate::segment_table::SegmentTable;
+use crate::segment_table::{MEM_ALLOC_PAGE, SegmentTable};
 use crate::transfer::impl_cuda_memory;
 
 /// A CUDA device whose memory comes in `cuMemAlloc` segments, freed whole with `cuMemFree`; no virtual
@@ -62,6 +62,10 @@ impl Backend for CudaDevice {
 
     fn capacity(&self) -> u64 {
         self.context.capacity()
+    }
+
+    fn segment_unit(&self) -> u64 {
+        MEM_ALLOC_PAGE
     }
 
     fn allocate_segment(&self, size: u64) -> vrampool::Result<DeviceAddr> {

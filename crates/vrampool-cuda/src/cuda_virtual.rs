@@ -11,7 +11,7 @@ use crate::context::DeviceContext;
 use crate::driver::{CudaDriver, Driver};
 use crate::error::CudaError;
 use crate::library::CudaLibrary;
-use crate::segment_table::SegmentTable;
+use crate::segment_table::{MEM_ALLOC_PAGE, SegmentTable};
 use crate::transfer::impl_cuda_memory;
 
 /// The books of a virtual-memory backend.
@@ -275,6 +275,10 @@ impl Backend for CudaVirtual {
 
     fn capacity(&self) -> u64 {
         self.context.capacity()
+    }
+
+    fn segment_unit(&self) -> u64 {
+        MEM_ALLOC_PAGE
     }
 
     fn allocate_segment(&self, size: u64) -> vrampool::Result<DeviceAddr> {

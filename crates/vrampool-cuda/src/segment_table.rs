@@ -6,6 +6,11 @@ use parking_lot::Mutex;
 
 use crate::context::DeviceContext;
 
+/// The page `cuMemAlloc` hands out large allocations in on current NVIDIA GPUs (2 MiB on the H200): a
+/// segment takes its size rounded up to a whole number of them, so pools ask for whole pages
+/// ([`vrampool::Backend::segment_unit`]).
+pub(crate) const MEM_ALLOC_PAGE: u64 = 2 << 20;
+
 /// The `cuMemAlloc` segments a backend holds, by address.
 #[derive(Debug, Default)]
 pub(crate) struct SegmentTable {

@@ -5,9 +5,20 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::report::{BlockReport, SegmentKind, SegmentReport};
 use crate::stream::StreamId;
+use crate::units::round_up_to;
+
+/// The bytes a segment that holds `bytes` takes on `backend`: `bytes` rounded up to its segment unit.
+pub(crate) fn segment_bytes(backend: &dyn Backend, bytes: u64) -> Result<u64> {
+    round_up_to(bytes, backend.segment_unit()).ok_or(Error::OutOfMemory {
+        requested: bytes,
+        live: 0,
+        reserved: 0,
+        cap: backend.capacity(),
+    })
+}
 
 /// One fallback allocation: its segment and what was asked for.
 #[derive(Clone, Copy, Debug)]
@@ -31,12 +42,14 @@ pub(crate) struct FreedFallback {
 }
 
 impl FallbackSegments {
-    /// Allocates a segment of `span` bytes for a request of `size` bytes.
-    pub(crate) fn allocate(&self, backend: &dyn Backend, span: u64, size: u64, stream: StreamId) -> Result<u64> {
+    /// Allocates a segment for a request spanning `span` bytes (`size` asked for), in whole units of the
+    /// backend's [`Backend::segment_unit`]; returns its address and the bytes it holds.
+    pub(crate) fn allocate(&self, backend: &dyn Backend, span: u64, size: u64, stream: StreamId) -> Result<(u64, u64)> {
+        let span = segment_bytes(backend, span)?;
         let mut segments = self.segments.lock();
         let addr = backend.allocate_segment(span)?;
         segments.insert(addr, FallbackSegment { span, size, stream });
-        Ok(addr)
+        Ok((addr, span))
     }
 
     /// Frees the fallback allocation at `addr`; `None` if there is none there. On a device error the

@@ -127,7 +127,8 @@ fn oversize_and_exhausted_requests_fall_back_to_device_segments() {
     assert_eq!(stats.fallbacks, 2);
     assert_eq!(stats.fallback_reasons.get("oversize"), Some(&1));
     assert_eq!(stats.fallback_reasons.get("exhausted"), Some(&1));
-    assert_eq!(stats.reserved_bytes.current, 2 * MIB + 3 * MIB + MIB);
+    // Segments come in whole units of the device's 2 MiB segment unit: 3 MiB takes 4, 1 MiB takes 2.
+    assert_eq!(stats.reserved_bytes.current, 2 * MIB + 4 * MIB + 2 * MIB);
     assert_eq!(device.used_bytes(), stats.reserved_bytes.current);
     let report = pool.report();
     assert_eq!(report.segments.iter().filter(|s| s.kind == SegmentKind::Fallback).count(), 2);
@@ -140,6 +141,25 @@ fn oversize_and_exhausted_requests_fall_back_to_device_segments() {
         pool.free(a.addr).unwrap();
     }
     assert_eq!(pool.stats().allocated_bytes.current, 0);
+}
+
+/// `cuMemAlloc` takes whole 2 MiB pages: the pool asks for whole segment units, so what it counts as
+/// reserved is what the device holds, and a replay on the simulated device predicts the driver's figure.
+#[test]
+fn segments_are_whole_units_of_the_device_and_counted_as_such() {
+    for (unit, reservation, fallback) in [(2 * MIB, 4 * MIB, 6 * MIB), (1, 3 * MIB, 5 * MIB + 1024)] {
+        let device = Arc::new(SimDevice::new(SimDeviceConfig::default().segment_unit(unit)));
+        let pool = FixedPool::new(device.clone(), FixedConfig::default().block_size(MIB).block_count(3)).unwrap();
+        assert_eq!(pool.stats().reserved_bytes.current, reservation, "unit {unit}");
+        let big = pool.alloc(5 * MIB + 1000).unwrap();
+        let stats = pool.stats();
+        assert_eq!(stats.reserved_bytes.current, reservation + fallback, "unit {unit}");
+        assert_eq!(device.used_bytes(), stats.reserved_bytes.current);
+        assert_eq!(pool.report().segments.iter().map(|s| s.size).sum::<u64>(), reservation + fallback);
+        pool.free(big.addr).unwrap();
+        assert_eq!(device.used_bytes(), reservation, "unit {unit}");
+        assert_eq!(pool.stats().reserved_bytes.current, reservation);
+    }
 }
 
 #[test]

@@ -51,6 +51,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         256
     }
 
+    /// The unit the device rounds each segment's size up to: a segment of `size` bytes takes `size`
+    /// rounded up to a multiple of it (`cuMemAlloc` hands out whole 2 MiB pages). Pools ask for whole
+    /// units, so the bytes they count as reserved are the bytes the device holds. Default: 1 (exact).
+    fn segment_unit(&self) -> u64 {
+        1
+    }
+
     /// Allocates one contiguous segment of `size` bytes.
     fn allocate_segment(&self, size: u64) -> Result<DeviceAddr>;
 

@@ -23,6 +23,9 @@ pub struct SimDeviceConfig {
     pub cost_model: CostModel,
     /// The first address handed out. Default: `0x7f00_0000_0000`.
     pub base_address: u64,
+    /// The unit segment sizes are rounded up to ([`Backend::segment_unit`]). Default: 2 MiB, what
+    /// `cuMemAlloc` takes on an H200.
+    pub segment_unit: u64,
 }
 
 impl Default for SimDeviceConfig {
@@ -32,6 +35,7 @@ impl Default for SimDeviceConfig {
             granularity: Some(2 * MIB),
             cost_model: CostModel::default(),
             base_address: 0x7f00_0000_0000,
+            segment_unit: 2 * MIB,
         }
     }
 }
@@ -58,6 +62,12 @@ impl SimDeviceConfig {
     /// Sets the first address handed out (devices that must not share addresses start apart).
     pub fn base_address(mut self, addr: u64) -> Self {
         self.base_address = addr;
+        self
+    }
+
+    /// Sets the unit segment sizes are rounded up to (at least 1).
+    pub fn segment_unit(mut self, unit: u64) -> Self {
+        self.segment_unit = unit.max(1);
         self
     }
 }
@@ -95,6 +105,7 @@ struct SimState {
 pub struct SimDevice {
     capacity: u64,
     granularity: Option<u64>,
+    segment_unit: u64,
     state: Mutex<SimState>,
 }
 
@@ -111,6 +122,7 @@ impl SimDevice {
         SimDevice {
             capacity: config.capacity,
             granularity: config.granularity,
+            segment_unit: config.segment_unit.max(1),
             state: Mutex::new(SimState { ledger, streams: SimStreams::default() }),
         }
     }
@@ -175,6 +187,10 @@ impl Backend for SimDevice {
     /// Segments start at multiples of the granularity (2 MiB without virtual memory).
     fn segment_alignment(&self) -> u64 {
         self.state.lock().ledger.address_align()
+    }
+
+    fn segment_unit(&self) -> u64 {
+        self.segment_unit
     }
 
     fn allocate_segment(&self, size: u64) -> Result<DeviceAddr> {

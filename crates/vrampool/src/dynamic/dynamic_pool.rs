@@ -26,7 +26,7 @@ use crate::thread_slot;
 use crate::units::{MIB, MIN_BLOCK, round_up_to};
 
 /// Segments are sized in multiples of this when the device has no virtual memory (what `cuMemAlloc`
-/// rounds large allocations to).
+/// rounds large allocations to), or of the device's [`Backend::segment_unit`] where that is larger.
 pub const SEGMENT_UNIT: u64 = 2 * MIB;
 
 /// A live allocation: its block in the range allocator, the bytes asked for and its stream.
@@ -89,7 +89,7 @@ impl DynamicPool {
             VirtualMemory::Auto => backend.granularity(),
             VirtualMemory::Off => None,
         };
-        let unit = granularity.unwrap_or(SEGMENT_UNIT);
+        let unit = granularity.unwrap_or_else(|| SEGMENT_UNIT.next_multiple_of(backend.segment_unit().max(1)));
         if granularity.is_some_and(|g| cap < g) {
             return Err(Error::invalid_config(
                 "cap",

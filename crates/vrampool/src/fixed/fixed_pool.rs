@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::config::{Fallback, FixedConfig};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::fallback_segments::FallbackSegments;
+use crate::fallback_segments::{FallbackSegments, segment_bytes};
 use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
 use crate::request::Request;
@@ -42,8 +42,8 @@ impl FallbackReason {
 
 /// The seed's fixed-size pool, done right.
 ///
-/// One reservation at construction ([`FixedConfig::block_size`] × [`FixedConfig::block_count`]), cut into
-/// equal blocks. Allocation and free are O(1) and take no lock: each thread pops and pushes blocks on a
+/// One reservation at construction ([`FixedConfig::block_size`] × [`FixedConfig::block_count`], in whole
+/// units of the backend's [`Backend::segment_unit`]), cut into equal blocks. Allocation and free are O(1) and take no lock: each thread pops and pushes blocks on a
 /// lock-free stack of its own (taking from the others' when its own is empty), and a block's index is
 /// `(addr - base) / block_size`. Each block has a state word, so a second free or a foreign or interior
 /// address is an error and never touches the free lists. Requests that no block serves follow
@@ -63,7 +63,7 @@ pub struct FixedPool {
 impl FixedPool {
     /// Makes the pool's one reservation on `backend`.
     pub fn new(backend: Arc<dyn Backend>, config: FixedConfig) -> Result<Self> {
-        let reservation = config.validate(backend.capacity())?;
+        let reservation = segment_bytes(&*backend, config.validate(backend.capacity())?)?;
         let base = backend.allocate_segment(reservation)?;
         let slab = Slab::new(base, config.block_size, config.block_count as u32);
         let counters = StatsCounters::default();
@@ -117,12 +117,12 @@ impl FixedPool {
             });
         }
         self.counters.count_call();
-        let addr = match self.fallbacks.allocate(&*self.backend, request.span, request.size, stream) {
-            Ok(addr) => addr,
+        let (addr, held) = match self.fallbacks.allocate(&*self.backend, request.span, request.size, stream) {
+            Ok(segment) => segment,
             Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(request.size, capacity)),
             Err(err) => return Err(err),
         };
-        self.counters.add_reserved(request.span);
+        self.counters.add_reserved(held);
         self.counters.rare.fallbacks.fetch_add(1, Ordering::Relaxed);
         self.fallback_reasons[reason as usize].fetch_add(1, Ordering::Relaxed);
         self.counters.on_allocate(thread_slot::current(), request.size);
