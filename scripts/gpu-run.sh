@@ -36,9 +36,10 @@ phase() {
     return 0
 }
 
-# The advised config of each bundled trace (from `vrampool advise`, on this machine's CPU).
+# The advised config of each bundled trace (from `vrampool advise`, on this machine's CPU), for a GPU that runs
+# 5 ms behind the program, as a training GPU does (docs/BENCHMARKS.md, `--gpu-lag-ms`).
 advised() {
-    "$B/vrampool" advise "traces/$1.pickle.gz" --json 2>/dev/null |
+    "$B/vrampool" advise "traces/$1.pickle.gz" --gpu-lag-ms 5 --json 2>/dev/null |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["config"])'
 }
 

@@ -43,6 +43,19 @@ pub struct TraceOptions {
     /// The simulated device's memory, in bytes or with a unit (141GB by default, an H200).
     #[arg(long, value_parser = parse_size)]
     pub capacity: Option<u64>,
+    /// How far the simulated GPU runs behind the program, in milliseconds of trace time: memory freed is
+    /// known idle (and its pages free to move) only this long after the free. 0 (the default) simulates an
+    /// idle GPU.
+    #[arg(long, value_name = "MS", default_value_t = 0.0, value_parser = parse_lag_ms)]
+    pub gpu_lag_ms: f64,
+}
+
+/// A lag in milliseconds: a finite number, 0 or more.
+fn parse_lag_ms(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+        _ => Err(format!("`{text}` is not a number of milliseconds, 0 or more")),
+    }
 }
 
 /// `vrampool compare`.
@@ -130,4 +143,26 @@ pub struct BenchArgs {
 
 fn parse_size(text: &str) -> Result<u64, String> {
     vrampool::parse_bytes(text).ok_or_else(|| format!("`{text}` is not a byte count (like 141GB or 80GiB)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_lag_is_milliseconds_zero_or_more_and_defaults_to_an_idle_gpu() {
+        let replay = |extra: &[&str]| {
+            let mut line = vec!["vrampool", "replay", "t.pickle.gz", "--strategy", "dynamic"];
+            line.extend_from_slice(extra);
+            Cli::try_parse_from(line)
+        };
+        let Command::Replay(args) = replay(&[]).unwrap().command else { panic!("not a replay") };
+        assert_eq!(args.options.gpu_lag_ms, 0.0);
+        let Command::Replay(args) = replay(&["--gpu-lag-ms", "2.5"]).unwrap().command else { panic!() };
+        assert_eq!(args.options.gpu_lag_ms, 2.5);
+        for bad in ["--gpu-lag-ms=-1", "--gpu-lag-ms=NaN", "--gpu-lag-ms=inf", "--gpu-lag-ms=soon"] {
+            let err = replay(&[bad]).unwrap_err().to_string();
+            assert!(err.contains("is not a number of milliseconds, 0 or more"), "{bad}: {err}");
+        }
+    }
 }

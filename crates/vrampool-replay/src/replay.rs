@@ -20,11 +20,15 @@ pub struct ReplayOptions {
     pub capacity: u64,
     /// Points of live and reserved bytes kept along the replay. Default: 1000.
     pub timeline_points: usize,
+    /// How far the simulated GPU runs behind the program, in microseconds of trace time
+    /// ([`SimDeviceConfig::gpu_lag_us`]): memory freed is known idle only this long after its free, as on a
+    /// GPU still running the work queued before it. Default: 0 (an idle GPU).
+    pub gpu_lag_us: u64,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { capacity: SimDeviceConfig::default().capacity, timeline_points: 1000 }
+        ReplayOptions { capacity: SimDeviceConfig::default().capacity, timeline_points: 1000, gpu_lag_us: 0 }
     }
 }
 
@@ -48,8 +52,9 @@ pub fn replay_logged(
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
     let page = spec.page_size.unwrap_or(SimDeviceConfig::default().granularity.unwrap_or(2 * MIB));
-    let device =
-        Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page))));
+    let device = Arc::new(SimDevice::new(
+        SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page)).gpu_lag_us(options.gpu_lag_us),
+    ));
     let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: None };
     replay_on(plan, spec, options, target, log)
 }
@@ -123,10 +128,15 @@ pub fn replay_on(
     probe(&mut device_peak);
     let mut probed_reserved = pool.stats().reserved_bytes.current;
     let mut busy = Duration::ZERO;
+    // A lagging simulated GPU keeps the trace's time (the clock's upkeep is counted in the pool's time).
+    let lagging = target.simulated.as_deref().filter(|sim| sim.lags());
     for (chunk_index, chunk) in plan.operations.chunks(step).enumerate() {
         let first = chunk_index * step;
         let mut started = Instant::now();
-        for op in chunk {
+        for (i, op) in chunk.iter().enumerate() {
+            if let Some(sim) = lagging {
+                sim.advance_clock(plan.times_us[first + i]);
+            }
             run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
             // The driver is read whenever the pool holds more than at the last reading, so that a short-lived
             // segment (a fixed pool's fallback) is seen however briefly it lives; the driver's time is not the

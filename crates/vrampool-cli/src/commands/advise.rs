@@ -53,7 +53,7 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
             s.best.config.clone(),
         ]);
     }
-    println!("{} ({} events)", trace.name, trace.events.len());
+    println!("{} ({} events){}", trace.name, trace.events.len(), super::lag_note(&args.options));
     println!("{}", table.render());
     println!();
     println!("recommended: {}", advice.recommended.name());

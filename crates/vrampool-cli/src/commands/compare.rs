@@ -22,7 +22,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
             advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         trace_rows.push(ComparisonRow::pytorch(&trace));
         if !args.json {
-            println!("{}", render(&trace.name, &trace_rows, &advice));
+            let title = format!("{}{}", trace.name, super::lag_note(&args.options));
+            println!("{}", render(&title, &trace_rows, &advice));
         }
         rows.extend(trace_rows);
     }

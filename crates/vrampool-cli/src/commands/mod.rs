@@ -29,6 +29,13 @@ pub fn run(cli: Cli) -> Result<()> {
 fn replay_options(options: &TraceOptions) -> ReplayOptions {
     ReplayOptions {
         capacity: options.capacity.unwrap_or(SimDeviceConfig::default().capacity),
+        gpu_lag_us: (options.gpu_lag_ms * 1000.0).round() as u64,
         ..ReplayOptions::default()
     }
+}
+
+/// What a table's title adds when the simulated GPU lags: ", simulated GPU 5 ms behind"; nothing for an
+/// idle GPU.
+fn lag_note(options: &TraceOptions) -> String {
+    if options.gpu_lag_ms > 0.0 { format!(", simulated GPU {} ms behind", options.gpu_lag_ms) } else { String::new() }
 }

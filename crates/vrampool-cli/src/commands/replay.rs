@@ -29,6 +29,12 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     }
     spec.strategy = strategy;
     let options = replay_options(&args.options);
+    if options.gpu_lag_us > 0 && args.on != "sim" {
+        return Err(Error::Usage(format!(
+            "--gpu-lag-ms simulates a GPU that runs behind the program; it applies to --on sim, not --on {}",
+            args.on
+        )));
+    }
     spec.validate(options.capacity)?;
     let trace = read(&args.trace, &args.options)?;
     let plan = ReplayPlan::from_trace(&trace);
@@ -153,6 +159,9 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult) {
         result.trace, result.events, result.operations
     );
     println!("config:         {}", result.config);
+    if args.options.gpu_lag_ms > 0.0 {
+        println!("simulated GPU:  {} ms behind the program", args.options.gpu_lag_ms);
+    }
     println!("peak live:      {}", mib(result.peak_live_bytes));
     println!("peak reserved:  {}", mib(result.peak_reserved_bytes));
     println!("utilization:    {:.4}", result.utilization);

@@ -26,6 +26,10 @@ pub struct SimDeviceConfig {
     /// The unit segment sizes are rounded up to ([`Backend::segment_unit`]). Default: 2 MiB, what
     /// `cuMemAlloc` takes on an H200.
     pub segment_unit: u64,
+    /// How far the simulated GPU runs behind the program, in microseconds of the device's clock
+    /// ([`SimDevice::advance_clock`]): an event completes once the clock has passed its recording time by
+    /// this much. Default: 0, every event completes at once (an idle GPU).
+    pub gpu_lag_us: u64,
 }
 
 impl Default for SimDeviceConfig {
@@ -36,6 +40,7 @@ impl Default for SimDeviceConfig {
             cost_model: CostModel::default(),
             base_address: 0x7f00_0000_0000,
             segment_unit: 2 * MIB,
+            gpu_lag_us: 0,
         }
     }
 }
@@ -65,6 +70,12 @@ impl SimDeviceConfig {
         self
     }
 
+    /// Sets how far the GPU runs behind the program, in microseconds.
+    pub fn gpu_lag_us(mut self, lag: u64) -> Self {
+        self.gpu_lag_us = lag;
+        self
+    }
+
     /// Sets the unit segment sizes are rounded up to (at least 1).
     pub fn segment_unit(mut self, unit: u64) -> Self {
         self.segment_unit = unit.max(1);
@@ -72,20 +83,32 @@ impl SimDeviceConfig {
     }
 }
 
-/// One recorded event: the stream it was recorded on and whether it has completed.
+/// One recorded event: the stream it was recorded on, whether it has completed, and the clock at which it
+/// completes unless its stream is held.
 #[derive(Debug)]
 struct SimEvent {
     stream: StreamId,
     complete: bool,
+    completes_at_us: i64,
 }
 
-/// Events as completion flags: an event completes at once unless its stream is held busy.
+/// Events as completion flags: an event completes once the clock passes its recording time by the lag, at
+/// once with no lag, and never while its stream is held busy.
 #[derive(Debug, Default)]
 struct SimStreams {
     next_event: u64,
     events: HashMap<u64, SimEvent>,
     held: HashSet<StreamId>,
     waits: Vec<(StreamId, EventId)>,
+    lag_us: i64,
+    clock_us: i64,
+}
+
+impl SimStreams {
+    /// Whether `event` has completed by now.
+    fn completed(&self, event: &SimEvent) -> bool {
+        event.complete || (!self.held.contains(&event.stream) && self.clock_us >= event.completes_at_us)
+    }
 }
 
 #[derive(Debug)]
@@ -106,6 +129,7 @@ pub struct SimDevice {
     capacity: u64,
     granularity: Option<u64>,
     segment_unit: u64,
+    lagging: bool,
     state: Mutex<SimState>,
 }
 
@@ -123,7 +147,14 @@ impl SimDevice {
             capacity: config.capacity,
             granularity: config.granularity,
             segment_unit: config.segment_unit.max(1),
-            state: Mutex::new(SimState { ledger, streams: SimStreams::default() }),
+            lagging: config.gpu_lag_us > 0,
+            state: Mutex::new(SimState {
+                ledger,
+                streams: SimStreams {
+                    lag_us: i64::try_from(config.gpu_lag_us).unwrap_or(i64::MAX),
+                    ..SimStreams::default()
+                },
+            }),
         }
     }
 
@@ -147,6 +178,20 @@ impl SimDevice {
         self.state.lock().ledger.set_faults(plan);
     }
 
+    /// Moves the device's clock to `now_us` (microseconds; it never goes back): with a GPU lag, the events
+    /// recorded at least the lag before complete. A replay sets it to each trace event's time.
+    pub fn advance_clock(&self, now_us: i64) {
+        if self.lagging {
+            let mut state = self.state.lock();
+            state.streams.clock_us = state.streams.clock_us.max(now_us);
+        }
+    }
+
+    /// Whether events complete with a lag ([`SimDeviceConfig::gpu_lag_us`]).
+    pub fn lags(&self) -> bool {
+        self.lagging
+    }
+
     /// Marks `stream` busy: events recorded on it from now on stay incomplete until [`Self::release_stream`].
     pub fn hold_stream(&self, stream: StreamId) {
         self.state.lock().streams.held.insert(stream);
@@ -166,7 +211,8 @@ impl SimDevice {
 
     /// The stream an event was recorded on and whether it has completed, while the event is held.
     pub fn event_state(&self, event: EventId) -> Option<(StreamId, bool)> {
-        self.state.lock().streams.events.get(&event.0).map(|e| (e.stream, e.complete))
+        let state = self.state.lock();
+        state.streams.events.get(&event.0).map(|e| (e.stream, state.streams.completed(e)))
     }
 
     /// Events recorded and not yet released.
@@ -233,8 +279,9 @@ impl Backend for SimDevice {
         let streams = &mut state.streams;
         streams.next_event += 1;
         let id = streams.next_event;
-        let complete = !streams.held.contains(&stream);
-        streams.events.insert(id, SimEvent { stream, complete });
+        let complete = !streams.held.contains(&stream) && streams.lag_us == 0;
+        let completes_at_us = streams.clock_us.saturating_add(streams.lag_us);
+        streams.events.insert(id, SimEvent { stream, complete, completes_at_us });
         Ok(EventId(id))
     }
 
@@ -244,7 +291,7 @@ impl Backend for SimDevice {
         state.ledger.event_call("event_complete", ns)?;
         state.ledger.count_event_query();
         match state.streams.events.get(&event.0) {
-            Some(e) => Ok(e.complete),
+            Some(e) => Ok(state.streams.completed(e)),
             None => Err(Error::InvalidBackendCall {
                 call: "event_complete",
                 reason: format!("event {} was never recorded or was released", event.0),
@@ -323,6 +370,31 @@ mod tests {
         assert!(sim.event_complete(pending).unwrap());
         sim.release_event(pending);
         assert!(sim.event_complete(pending).is_err());
+    }
+
+    #[test]
+    fn a_lagging_gpu_completes_events_once_its_clock_has_passed_them_by_the_lag() {
+        let sim = SimDevice::new(SimDeviceConfig::default().gpu_lag_us(1000));
+        assert!(sim.lags());
+        sim.advance_clock(5_000);
+        let early = sim.record_event(StreamId::DEFAULT).unwrap();
+        sim.advance_clock(5_600);
+        let late = sim.record_event(StreamId::DEFAULT).unwrap();
+        assert!(!sim.event_complete(early).unwrap(), "0.6 ms after its record");
+        sim.advance_clock(4_000);
+        assert!(!sim.event_complete(early).unwrap(), "the clock never goes back");
+        sim.advance_clock(6_000);
+        assert!(sim.event_complete(early).unwrap());
+        assert!(!sim.event_complete(late).unwrap());
+        assert_eq!(sim.event_state(late), Some((StreamId::DEFAULT, false)));
+        // A synchronisation waits for the GPU to catch up: every event completes.
+        sim.synchronize().unwrap();
+        assert!(sim.event_complete(late).unwrap());
+        // Without a lag the clock changes nothing: events complete at once.
+        let idle = SimDevice::default();
+        assert!(!idle.lags());
+        let event = idle.record_event(StreamId::DEFAULT).unwrap();
+        assert!(idle.event_complete(event).unwrap());
     }
 
     #[test]
