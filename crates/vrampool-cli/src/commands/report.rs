@@ -19,7 +19,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         let pytorch = ComparisonRow::pytorch(&trace);
         reports.push(TraceReport { trace, advice, pytorch });
     }
-    let html = report_html::render(&reports);
+    let html = report_html::render(&reports, args.options.gpu_lag_ms);
     std::fs::write(&args.output, html)
         .map_err(|source| Error::Write { path: args.output.display().to_string(), source })?;
     println!("wrote {}", args.output.display());

@@ -37,7 +37,8 @@ pub struct TraceReport {
     pub pytorch: ComparisonRow,
 }
 
-/// The report page of `reports`, one section each.
-pub fn render(reports: &[TraceReport]) -> String {
-    page::page(reports)
+/// The report page of `reports`, one section each, replayed on a simulated GPU `gpu_lag_ms` milliseconds
+/// behind the program (0: an idle GPU).
+pub fn render(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
+    page::page(reports, gpu_lag_ms)
 }

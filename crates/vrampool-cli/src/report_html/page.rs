@@ -18,8 +18,8 @@ use super::strategy_diagram::{DecisionFlow, grouped};
 /// Points of PyTorch's memory drawn per trace (a replay's timeline has as many).
 pub const PYTORCH_POINTS: usize = 1000;
 
-/// The whole page.
-pub fn page(reports: &[TraceReport]) -> String {
+/// The whole page, for replays on a simulated GPU `gpu_lag_ms` milliseconds behind the program (0: idle).
+pub fn page(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
     let mut html = String::from(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>vrampool report</title>\n<style>\n",
@@ -31,6 +31,16 @@ pub fn page(reports: &[TraceReport]) -> String {
          strategy's parameters swept and its best configuration kept, beside PyTorch's own caching allocator as it \
          recorded the trace.</p>\n",
     );
+    html.push_str(&if gpu_lag_ms > 0.0 {
+        format!(
+            "<p class=\"simulated-gpu\">The simulated GPU runs {gpu_lag_ms} ms behind the program: a page freed can \
+             move only once that much trace time has passed since its free.</p>\n"
+        )
+    } else {
+        "<p class=\"simulated-gpu\">The simulated GPU is idle: a page freed can move at once (<code>--gpu-lag-ms</code> \
+         simulates one that runs behind the program, as a training GPU does).</p>\n"
+            .to_string()
+    });
     if reports.is_empty() {
         html.push_str("<p>No traces.</p>\n");
     } else {
@@ -317,7 +327,9 @@ mod tests {
     #[test]
     fn the_page_is_self_contained_and_has_every_part() {
         let report = report();
-        let html = page(std::slice::from_ref(&report));
+        let html = page(std::slice::from_ref(&report), 0.0);
+        assert!(html.contains("The simulated GPU is idle"));
+        assert!(page(std::slice::from_ref(&report), 5.0).contains("The simulated GPU runs 5 ms behind the program"));
         assert!(html.starts_with("<!doctype html>"), "{}", &html[..100]);
         assert!(!html.contains("http"), "no reference to anything on the network");
         assert!(!html.to_lowercase().contains("<script"), "no script");
@@ -342,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_page_without_traces_says_so() {
-        let html = page(&[]);
+        let html = page(&[], 0.0);
         assert!(html.contains("<p>No traces.</p>"));
         assert!(!html.contains("<svg"));
     }
