@@ -13,7 +13,7 @@
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
 //! | `warmup`, `coverage`, `max_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.03, 128, 4MiB, 2.0, 0.8, false |
 //!
-//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.02.
+//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01.
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
@@ -389,9 +389,9 @@ mod tests {
     fn the_empty_string_is_the_default() {
         assert_eq!(PoolSpec::parse("").unwrap(), PoolSpec::default());
         assert_eq!(PoolSpec::default().to_string(), "strategy=hybrid");
-        // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.02 for the hybrid's region.
+        // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.01 for the hybrid's region.
         let dynamic = PoolSpec::parse("strategy=dynamic").unwrap();
-        assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.02));
+        assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.01));
         let both = PoolSpec::parse("growth_factor=1.2").unwrap();
         assert_eq!((both.dynamic.growth_factor, both.hybrid.dynamic.growth_factor), (1.2, 1.2));
     }
