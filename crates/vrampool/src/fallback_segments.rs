@@ -12,7 +12,7 @@ use crate::units::round_up_to;
 
 /// The bytes a segment that holds `bytes` takes on `backend`: `bytes` rounded up to its segment unit.
 pub(crate) fn segment_bytes(backend: &dyn Backend, bytes: u64) -> Result<u64> {
-    round_up_to(bytes, backend.segment_unit()).ok_or(Error::OutOfMemory {
+    round_up_to(bytes, backend.segment_unit().max(1)).ok_or(Error::OutOfMemory {
         requested: bytes,
         live: 0,
         reserved: 0,

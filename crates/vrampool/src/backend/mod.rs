@@ -53,7 +53,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// The unit the device rounds each segment's size up to: a segment of `size` bytes takes `size`
     /// rounded up to a multiple of it (`cuMemAlloc` hands out whole 2 MiB pages). Pools ask for whole
-    /// units, so the bytes they count as reserved are the bytes the device holds. Default: 1 (exact).
+    /// units, so the bytes they count as reserved are the bytes the device holds. Default: 1 (exact); 0 is
+    /// taken as 1.
     fn segment_unit(&self) -> u64 {
         1
     }
