@@ -2,8 +2,10 @@
 //! need by a background worker, once per crossing, never on the allocation path.
 //!
 //! Each thread slot counts the core blocks it took and gave back; every [`CHECK_INTERVAL`] core
-//! operations a slot sums all slots and compares the share in use with the watermark. Passing it while
-//! armed disarms it and sends one request to the worker; falling back below re-arms it.
+//! operations a slot sums the slots that have ever counted (a bitmask names them, so a check reads a
+//! cache line per thread that used the pool, not one per possible slot) and compares the share in use with
+//! the watermark. Passing it while armed disarms it and sends one request to the worker; falling back
+//! below re-arms it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -19,11 +21,13 @@ use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 /// Core operations per slot between two checks of the watermark.
 pub(crate) const CHECK_INTERVAL: u32 = 8;
 
-/// One slot's count of core blocks it took minus those it gave back, and its countdown to the next check.
+/// One slot's count of core blocks it took minus those it gave back, its countdown to the next check, and
+/// whether it has been named in the watermark's mask of slots in use.
 #[derive(Debug, Default)]
 struct SlotUse {
     live: AtomicI64,
     countdown: AtomicU32,
+    named: AtomicBool,
 }
 
 /// Grows the dynamic region ahead of need on a thread of its own, until dropped.
@@ -50,6 +54,8 @@ pub(crate) struct Watermark {
     armed: AtomicBool,
     crossings: AtomicU64,
     slots: Box<[CachePadded<SlotUse>]>,
+    /// A bit per slot that has ever counted: a check sums those slots only.
+    used_slots: AtomicU64,
     dynamic: Arc<DynamicPool>,
     worker: Mutex<Option<Worker>>,
 }
@@ -75,6 +81,7 @@ impl Watermark {
             armed: AtomicBool::new(true),
             crossings: AtomicU64::new(0),
             slots: (0..ALL_SLOTS).map(|_| CachePadded::new(SlotUse::default())).collect(),
+            used_slots: AtomicU64::new(0),
             dynamic,
             worker: Mutex::new(worker),
         })
@@ -90,6 +97,9 @@ impl Watermark {
     #[inline]
     pub(crate) fn count(&self, slot: ThreadSlot, delta: i64, total_blocks: u64) {
         let slot_use = &self.slots[slot.index];
+        if !slot_use.named.load(Ordering::Relaxed) {
+            self.name_slot(slot.index);
+        }
         if slot.exclusive {
             slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
             let countdown = slot_use.countdown.load(Ordering::Relaxed);
@@ -104,9 +114,21 @@ impl Watermark {
         self.check(total_blocks);
     }
 
+    /// Adds `index` to the slots a check sums (before its first count lands, so none is missed).
+    #[cold]
+    fn name_slot(&self, index: usize) {
+        self.used_slots.fetch_or(1 << index, Ordering::AcqRel);
+        self.slots[index].named.store(true, Ordering::Release);
+    }
+
     #[cold]
     fn check(&self, total_blocks: u64) {
-        let live: i64 = self.slots.iter().map(|s| s.live.load(Ordering::Relaxed)).sum();
+        let mut used = self.used_slots.load(Ordering::Acquire);
+        let mut live = 0i64;
+        while used != 0 {
+            live += self.slots[used.trailing_zeros() as usize].live.load(Ordering::Relaxed);
+            used &= used - 1;
+        }
         let share = live.max(0) as f64 / total_blocks.max(1) as f64;
         if share > self.threshold {
             if self.armed.swap(false, Ordering::AcqRel) {
@@ -134,5 +156,37 @@ impl Watermark {
     /// Stops the worker, waiting for what it is doing (when the pool is dropped).
     pub(crate) fn stop(&self) {
         self.worker.lock().take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::backend::SimDevice;
+    use crate::dynamic::DynamicConfig;
+    use crate::thread_slot;
+
+    #[test]
+    fn a_check_sums_the_counts_of_every_thread_that_counted() {
+        let dynamic = Arc::new(DynamicPool::new(Arc::new(SimDevice::default()), DynamicConfig::default()).unwrap());
+        let watermark = Watermark::new(0.5, dynamic, true).unwrap();
+        // Three threads take two blocks each: 6 of 10 in use, past the 0.5 watermark only when all three
+        // threads' slots are summed.
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    let slot = thread_slot::current();
+                    watermark.count(slot, 1, u64::MAX);
+                    watermark.count(slot, 1, u64::MAX);
+                });
+            }
+        });
+        assert_eq!(watermark.crossings(), 0, "no check came due against 10 blocks yet");
+        watermark.check(12);
+        assert_eq!(watermark.crossings(), 0, "6 of 12 is 0.5: not past it");
+        watermark.check(10);
+        assert_eq!(watermark.crossings(), 1, "6 of 10 is past 0.5");
     }
 }
