@@ -83,8 +83,8 @@ impl SimDeviceConfig {
     }
 }
 
-/// One recorded event: the stream it was recorded on, whether it has completed, and the clock at which it
-/// completes unless its stream is held.
+/// One recorded event: the stream it was recorded on, whether it was made complete (its stream released, or
+/// the device synchronised), and the clock at which it completes unless its stream is held.
 #[derive(Debug)]
 struct SimEvent {
     stream: StreamId,
@@ -279,9 +279,9 @@ impl Backend for SimDevice {
         let streams = &mut state.streams;
         streams.next_event += 1;
         let id = streams.next_event;
-        let complete = !streams.held.contains(&stream) && streams.lag_us == 0;
+        // With no lag the clock is already past `completes_at_us`: the event completes at once unless held.
         let completes_at_us = streams.clock_us.saturating_add(streams.lag_us);
-        streams.events.insert(id, SimEvent { stream, complete, completes_at_us });
+        streams.events.insert(id, SimEvent { stream, complete: false, completes_at_us });
         Ok(EventId(id))
     }
 
