@@ -45,9 +45,9 @@ impl FallbackReason {
 /// One reservation at construction ([`FixedConfig::block_size`] × [`FixedConfig::block_count`], in whole
 /// units of the backend's [`Backend::segment_unit`]), cut into equal blocks. Allocation and free are O(1)
 /// and take no lock: each thread pops and pushes blocks on a lock-free stack of its own (taking from the
-/// others' when its own is empty), and a block's index is `(addr - base) / block_size`. Each block has a state word, so a second free or a foreign or interior
-/// address is an error and never touches the free lists. Requests that no block serves follow
-/// [`FixedConfig::fallback`].
+/// others' when its own is empty), and a block's index is `(addr - base) / block_size`. Each block has a
+/// state word, so a second free or a foreign or interior address is an error and never touches the free
+/// lists. Requests that no block serves follow [`FixedConfig::fallback`].
 #[derive(Debug)]
 pub struct FixedPool {
     backend: Arc<dyn Backend>,
