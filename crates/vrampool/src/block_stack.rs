@@ -3,7 +3,8 @@
 //! The head packs a 32-bit version with the 32-bit index of the top block; every successful change bumps
 //! the version, so a pop that read a head, was delayed while the block was popped, reused and pushed
 //! back, fails its compare-and-swap instead of installing a stale successor. The successor links live in
-//! a table shared by all stacks of a pool ([`BlockLinks`]), so blocks move freely between stacks.
+//! the blocks' own records ([`BlockLinks`]), shared by all stacks of a pool, so blocks move freely between
+//! stacks.
 //! Push and pop are O(1): one compare-and-swap each when uncontended.
 
 use crate::sync::{AtomicU64, Ordering};
@@ -11,16 +12,31 @@ use crate::sync::{AtomicU64, Ordering};
 /// The index that marks an empty stack or the end of a chain.
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// The successor of each block while it sits on a stack.
+/// Where each block keeps its successor while it sits on a stack.
+pub(crate) trait BlockLinks {
+    /// The successor cell of block `index`.
+    fn next(&self, index: u32) -> &AtomicU64;
+}
+
+/// A table of successors alone, for the stack's own tests.
+#[cfg(test)]
 #[derive(Debug)]
-pub(crate) struct BlockLinks {
+pub(crate) struct LinkTable {
     next: Box<[AtomicU64]>,
 }
 
-impl BlockLinks {
+#[cfg(test)]
+impl LinkTable {
     /// Links for `count` blocks.
     pub(crate) fn new(count: usize) -> Self {
-        BlockLinks { next: (0..count).map(|_| AtomicU64::new(u64::from(NONE))).collect() }
+        LinkTable { next: (0..count).map(|_| AtomicU64::new(u64::from(NONE))).collect() }
+    }
+}
+
+#[cfg(test)]
+impl BlockLinks for LinkTable {
+    fn next(&self, index: u32) -> &AtomicU64 {
+        &self.next[index as usize]
     }
 }
 
@@ -44,10 +60,10 @@ fn pack(version: u64, index: u32) -> u64 {
 impl BlockStack {
     /// Pushes block `index`.
     #[inline]
-    pub(crate) fn push(&self, links: &BlockLinks, index: u32) {
+    pub(crate) fn push(&self, links: &impl BlockLinks, index: u32) {
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            links.next[index as usize].store(head & 0xffff_ffff, Ordering::Relaxed);
+            links.next(index).store(head & 0xffff_ffff, Ordering::Relaxed);
             let new = pack((head >> 32).wrapping_add(1), index);
             match self.head.compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
@@ -58,14 +74,14 @@ impl BlockStack {
 
     /// Pops a block index, or `None` when the stack is empty.
     #[inline]
-    pub(crate) fn pop(&self, links: &BlockLinks) -> Option<u32> {
+    pub(crate) fn pop(&self, links: &impl BlockLinks) -> Option<u32> {
         let mut head = self.head.load(Ordering::Acquire);
         loop {
             let index = (head & 0xffff_ffff) as u32;
             if index == NONE {
                 return None;
             }
-            let next = links.next[index as usize].load(Ordering::Relaxed) & 0xffff_ffff;
+            let next = links.next(index).load(Ordering::Relaxed) & 0xffff_ffff;
             let new = pack((head >> 32).wrapping_add(1), next as u32);
             match self.head.compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire) {
                 Ok(_) => return Some(index),
@@ -87,7 +103,7 @@ mod tests {
 
     #[test]
     fn lifo_and_empty() {
-        let links = BlockLinks::new(4);
+        let links = LinkTable::new(4);
         let stack = BlockStack::default();
         assert!(stack.is_empty());
         for i in 0..4 {
@@ -102,10 +118,10 @@ mod tests {
     #[test]
     fn threads_never_pop_a_block_twice() {
         use std::sync::Arc;
-        let links = Arc::new(BlockLinks::new(64));
+        let links = Arc::new(LinkTable::new(64));
         let stacks: Arc<[BlockStack; 2]> = Arc::new(Default::default());
         for i in 0..64 {
-            stacks[0].push(&links, i);
+            stacks[0].push(&*links, i);
         }
         let threads: Vec<_> = (0..4)
             .map(|t| {
@@ -113,12 +129,12 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut held = Vec::new();
                     for round in 0..20_000 {
-                        if let Some(i) = stacks[round % 2].pop(&links) {
+                        if let Some(i) = stacks[round % 2].pop(&*links) {
                             held.push(i);
                         }
                         if held.len() > 3 || round % 3 == 0 {
                             if let Some(i) = held.pop() {
-                                stacks[(round + t) % 2].push(&links, i);
+                                stacks[(round + t) % 2].push(&*links, i);
                             }
                         }
                     }
@@ -128,7 +144,7 @@ mod tests {
             .collect();
         let mut all: Vec<u32> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
         for stack in stacks.iter() {
-            while let Some(i) = stack.pop(&links) {
+            while let Some(i) = stack.pop(&*links) {
                 all.push(i);
             }
         }
@@ -147,25 +163,25 @@ mod loom_tests {
     #[test]
     fn concurrent_pops_and_pushes_keep_every_block_once() {
         loom::model(|| {
-            let links = Arc::new(BlockLinks::new(3));
+            let links = Arc::new(LinkTable::new(3));
             let stack = Arc::new(BlockStack::default());
             for i in 0..3 {
-                stack.push(&links, i);
+                stack.push(&*links, i);
             }
             let workers: Vec<_> = (0..2)
                 .map(|_| {
                     let (links, stack) = (links.clone(), stack.clone());
                     thread::spawn(move || {
-                        let a = stack.pop(&links);
+                        let a = stack.pop(&*links);
                         if let Some(a) = a {
-                            stack.push(&links, a);
+                            stack.push(&*links, a);
                         }
-                        stack.pop(&links)
+                        stack.pop(&*links)
                     })
                 })
                 .collect();
             let mut seen: Vec<u32> = workers.into_iter().filter_map(|w| w.join().unwrap()).collect();
-            while let Some(i) = stack.pop(&links) {
+            while let Some(i) = stack.pop(&*links) {
                 seen.push(i);
             }
             seen.sort();
@@ -178,23 +194,23 @@ mod loom_tests {
     #[test]
     fn a_delayed_pop_does_not_install_a_taken_block() {
         loom::model(|| {
-            let links = Arc::new(BlockLinks::new(3));
+            let links = Arc::new(LinkTable::new(3));
             let stack = Arc::new(BlockStack::default());
             for i in (0..3).rev() {
-                stack.push(&links, i);
+                stack.push(&*links, i);
             }
             let delayed = {
                 let (links, stack) = (links.clone(), stack.clone());
-                thread::spawn(move || stack.pop(&links))
+                thread::spawn(move || stack.pop(&*links))
             };
-            let first = stack.pop(&links);
-            let second = stack.pop(&links);
+            let first = stack.pop(&*links);
+            let second = stack.pop(&*links);
             if let Some(first) = first {
-                stack.push(&links, first);
+                stack.push(&*links, first);
             }
             let mut seen: Vec<u32> = second.into_iter().collect();
             seen.extend(delayed.join().unwrap());
-            while let Some(i) = stack.pop(&links) {
+            while let Some(i) = stack.pop(&*links) {
                 seen.push(i);
             }
             seen.sort();
@@ -205,23 +221,23 @@ mod loom_tests {
     #[test]
     fn blocks_moving_between_stacks_are_not_lost() {
         loom::model(|| {
-            let links = Arc::new(BlockLinks::new(2));
+            let links = Arc::new(LinkTable::new(2));
             let stacks = Arc::new([BlockStack::default(), BlockStack::default()]);
-            stacks[0].push(&links, 0);
-            stacks[0].push(&links, 1);
+            stacks[0].push(&*links, 0);
+            stacks[0].push(&*links, 1);
             let mover = {
                 let (links, stacks) = (links.clone(), stacks.clone());
                 thread::spawn(move || {
-                    if let Some(i) = stacks[0].pop(&links) {
-                        stacks[1].push(&links, i);
+                    if let Some(i) = stacks[0].pop(&*links) {
+                        stacks[1].push(&*links, i);
                     }
                 })
             };
-            let taken = stacks[0].pop(&links);
+            let taken = stacks[0].pop(&*links);
             mover.join().unwrap();
             let mut seen: Vec<u32> = taken.into_iter().collect();
             for stack in stacks.iter() {
-                while let Some(i) = stack.pop(&links) {
+                while let Some(i) = stack.pop(&*links) {
                     seen.push(i);
                 }
             }

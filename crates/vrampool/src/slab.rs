@@ -7,7 +7,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::block_stack::{BlockLinks, BlockStack};
+use crate::block_stack::BlockStack;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::{Error, Result};
 use crate::stream_order::FreeTag;
@@ -22,18 +22,17 @@ pub(crate) struct Slab {
     block_shift: Option<u32>,
     block_align: u64,
     states: BlockStates,
-    links: BlockLinks,
     stacks: Box<[CachePadded<BlockStack>]>,
 }
 
 impl Slab {
     /// `count` free blocks of `block_size` bytes from `base`.
     pub(crate) fn new(base: u64, block_size: u64, count: u32) -> Self {
-        let links = BlockLinks::new(count as usize);
+        let states = BlockStates::new(count);
         let stacks: Box<[CachePadded<BlockStack>]> =
             (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect();
         for index in (0..count).rev() {
-            stacks[SHARED_SLOT].push(&links, index);
+            stacks[SHARED_SLOT].push(&states, index);
         }
         Slab {
             base,
@@ -41,8 +40,7 @@ impl Slab {
             count,
             block_shift: block_size.is_power_of_two().then(|| block_size.trailing_zeros()),
             block_align: 1u64 << base.trailing_zeros().min(block_size.trailing_zeros()),
-            states: BlockStates::new(count),
-            links,
+            states,
             stacks,
         }
     }
@@ -77,7 +75,7 @@ impl Slab {
     /// Takes a free block for the thread in `slot`, or `None` when every block is live.
     #[inline]
     pub(crate) fn pop(&self, slot: ThreadSlot) -> Option<u32> {
-        if let Some(index) = self.stacks[slot.index].pop(&self.links) {
+        if let Some(index) = self.stacks[slot.index].pop(&self.states) {
             return Some(index);
         }
         self.steal(slot.index)
@@ -85,19 +83,19 @@ impl Slab {
 
     #[cold]
     fn steal(&self, slot: usize) -> Option<u32> {
-        if let Some(index) = self.stacks[SHARED_SLOT].pop(&self.links) {
+        if let Some(index) = self.stacks[SHARED_SLOT].pop(&self.states) {
             return Some(index);
         }
         (1..ALL_SLOTS)
             .map(|k| (slot + k) % ALL_SLOTS)
             .filter(|&other| other != SHARED_SLOT && !self.stacks[other].is_empty())
-            .find_map(|other| self.stacks[other].pop(&self.links))
+            .find_map(|other| self.stacks[other].pop(&self.states))
     }
 
     /// Gives a block back to the stack of the thread in `slot`.
     #[inline]
     pub(crate) fn push(&self, slot: ThreadSlot, index: u32) {
-        self.stacks[slot.index].push(&self.links, index);
+        self.stacks[slot.index].push(&self.states, index);
     }
 
     /// The tag of the stream that last freed block `index`.

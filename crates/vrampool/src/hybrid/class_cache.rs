@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::block_stack::{BlockLinks, BlockStack};
+use crate::block_stack::BlockStack;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::stream_order::FreeTag;
@@ -22,9 +22,8 @@ use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 pub(crate) struct ClassCache {
     block_size: u64,
     capacity: u32,
-    addrs: Box<[AtomicU64]>,
+    /// Each block's record: state, free tag, stack link and address.
     states: BlockStates,
-    links: BlockLinks,
     cached: Box<[CachePadded<BlockStack>]>,
     /// Which slots' stacks may hold blocks (a bit per slot), so a thread with an empty stack looks only
     /// where blocks may be.
@@ -35,17 +34,15 @@ pub(crate) struct ClassCache {
 impl ClassCache {
     /// A class of blocks of `block_size` bytes, at most `capacity` of them, none carved yet.
     pub(crate) fn new(block_size: u64, capacity: u32) -> Self {
-        let links = BlockLinks::new(capacity as usize);
+        let states = BlockStates::new(capacity);
         let empty = BlockStack::default();
         for index in (0..capacity).rev() {
-            empty.push(&links, index);
+            empty.push(&states, index);
         }
         ClassCache {
             block_size,
             capacity,
-            addrs: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
-            states: BlockStates::new(capacity),
-            links,
+            states,
             cached: (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect(),
             cached_slots: AtomicU64::new(0),
             empty,
@@ -65,7 +62,7 @@ impl ClassCache {
     /// A cached block for the thread in `slot`: its own stack first, then the others'.
     #[inline]
     pub(crate) fn take_cached(&self, slot: ThreadSlot) -> Option<u32> {
-        if let Some(index) = self.cached[slot.index].pop(&self.links) {
+        if let Some(index) = self.cached[slot.index].pop(&self.states) {
             return Some(index);
         }
         self.steal(slot.index)
@@ -77,7 +74,7 @@ impl ClassCache {
         while candidates != 0 {
             let other = candidates.trailing_zeros() as usize;
             candidates &= candidates - 1;
-            if let Some(index) = self.cached[other].pop(&self.links) {
+            if let Some(index) = self.cached[other].pop(&self.states) {
                 return Some(index);
             }
             if self.cached[other].is_empty() {
@@ -93,18 +90,18 @@ impl ClassCache {
 
     /// An index with no block, to carve one for; `None` when the class holds its capacity.
     pub(crate) fn take_empty(&self) -> Option<u32> {
-        self.empty.pop(&self.links)
+        self.empty.pop(&self.states)
     }
 
     /// Returns an index whose carve failed.
     pub(crate) fn give_back_empty(&self, index: u32) {
-        self.empty.push(&self.links, index);
+        self.empty.push(&self.states, index);
     }
 
     /// Keeps the free block `index` for the thread in `slot`.
     #[inline]
     pub(crate) fn cache(&self, slot: ThreadSlot, index: u32) {
-        self.cached[slot.index].push(&self.links, index);
+        self.cached[slot.index].push(&self.states, index);
         let bit = 1 << slot.index;
         if self.cached_slots.load(Ordering::Relaxed) & bit == 0 {
             self.cached_slots.fetch_or(bit, Ordering::AcqRel);
@@ -114,12 +111,12 @@ impl ClassCache {
     /// The address of block `index` (0 when none is carved).
     #[inline]
     pub(crate) fn addr(&self, index: u32) -> u64 {
-        self.addrs[index as usize].load(Ordering::Acquire)
+        self.states.addr(index)
     }
 
     /// Records the block carved for `index`.
     pub(crate) fn set_addr(&self, index: u32, addr: u64) {
-        self.addrs[index as usize].store(addr, Ordering::Release);
+        self.states.set_addr(index, addr);
     }
 
     /// The tag of the stream that last freed block `index`.
@@ -154,10 +151,10 @@ impl ClassCache {
     /// Takes every cached block: `(index, address, tag)`; their indices become empty.
     pub(crate) fn drain(&self, out: &mut Vec<(u32, u64, FreeTag)>) {
         for stack in self.cached.iter() {
-            while let Some(index) = stack.pop(&self.links) {
-                let addr = self.addrs[index as usize].swap(0, Ordering::AcqRel);
+            while let Some(index) = stack.pop(&self.states) {
+                let addr = self.states.take_addr(index);
                 out.push((index, addr, self.states.free_tag(index)));
-                self.empty.push(&self.links, index);
+                self.empty.push(&self.states, index);
             }
         }
     }

@@ -1,10 +1,6 @@
 //! The hybrid's core: its size classes, found by request size, and the blocks it holds, found by address.
 
-use std::hash::BuildHasherDefault;
-
-use dashmap::DashMap;
-use rustc_hash::FxHasher;
-
+use super::address_map::AddressMap;
 use super::class_cache::ClassCache;
 use super::class_learner::serves;
 use super::config::ClassSpec;
@@ -13,14 +9,16 @@ use crate::stream_order::FreeTag;
 
 /// The size classes, by block size, and the address of every block they hold.
 ///
-/// The address map is a sharded concurrent hash map (dashmap): a free of any block looks its address up
-/// under one shard's read lock, so frees on different shards never meet and frees on the same one share it.
+/// A free looks its address up in an [`AddressMap`], read without a lock.
 #[derive(Debug)]
 pub(crate) struct Core {
     /// Classes by increasing block size.
     classes: Vec<ClassCache>,
+    /// The classes' block sizes, in the same order, packed so that the search by size stays in a few
+    /// cache lines (searching the classes themselves touched one line per step).
+    sizes: Box<[u64]>,
     /// Block address to (class, index).
-    blocks: DashMap<u64, (u32, u32), BuildHasherDefault<FxHasher>>,
+    blocks: AddressMap,
     max_waste: f64,
     total_blocks: u64,
 }
@@ -36,7 +34,8 @@ impl Core {
             .map(|c| ClassCache::new(c.block_size, c.block_count.min(u64::from(u32::MAX - 1)) as u32))
             .collect();
         let total_blocks = classes.iter().map(|c| u64::from(c.capacity())).sum();
-        Core { classes, blocks: DashMap::default(), max_waste, total_blocks }
+        let sizes = classes.iter().map(ClassCache::block_size).collect();
+        Core { classes, sizes, blocks: AddressMap::with_capacity(total_blocks), max_waste, total_blocks }
     }
 
     /// Every class, by block size.
@@ -56,20 +55,20 @@ impl Core {
         if align > crate::units::MIN_BLOCK {
             return None;
         }
-        let index = self.classes.partition_point(|c| c.block_size() < span);
+        let index = self.sizes.partition_point(|&size| size < span);
         let class = self.classes.get(index)?;
         serves(class.block_size(), span, self.max_waste).then_some((index as u32, class))
     }
 
     /// Records a block carved for `class` at `index`.
     pub(crate) fn register(&self, addr: u64, class: u32, index: u32) {
-        self.blocks.insert(addr, (class, index));
+        self.blocks.insert(addr, class, index);
     }
 
     /// The class and index of the block at `addr`, if the core holds one there.
     #[inline]
     pub(crate) fn lookup(&self, addr: u64) -> Option<(&ClassCache, u32)> {
-        let (class, index) = *self.blocks.get(&addr)?;
+        let (class, index) = self.blocks.get(addr)?;
         let class = &self.classes[class as usize];
         (class.addr(index) == addr).then_some((class, index))
     }
@@ -86,13 +85,8 @@ impl BlockCache for Core {
         for class in &self.classes {
             class.drain(&mut drained);
         }
-        drained
-            .into_iter()
-            .map(|(_, addr, tag)| {
-                self.blocks.remove(&addr);
-                (addr, tag)
-            })
-            .collect()
+        self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr));
+        drained.into_iter().map(|(_, addr, tag)| (addr, tag)).collect()
     }
 
     fn is_empty(&self) -> bool {

@@ -1,5 +1,6 @@
 //! The hybrid pool: a core of size classes over a dynamic region, with a watermark.
 
+mod address_map;
 mod class_cache;
 mod class_learner;
 mod config;
