@@ -15,7 +15,7 @@ fn main() {
     let sim = || Arc::new(SimDevice::default());
     let pool: Box<dyn Pool> = match strategy {
         "fixed" => {
-            Box::new(FixedPool::new(sim(), FixedConfig::default().block_size(8 * MIB).block_count(2048)).unwrap())
+            Box::new(FixedPool::new(sim(), FixedConfig::default().block_size(64 * MIB).block_count(256)).unwrap())
         }
         "dynamic" => Box::new(DynamicPool::new(sim(), DynamicConfig::default()).unwrap()),
         "hybrid" => {
@@ -32,6 +32,7 @@ fn main() {
     match pattern {
         "pair-4k" => run_pair(&*pool, 4096, ops),
         "pair-1m" => run_pair(&*pool, MIB, ops),
+        "pair-64m" => run_pair(&*pool, 64 * MIB, ops),
         "churn" => PoolChurn::new(&*pool, ChurnSequence::standard()).run(ops),
         other => panic!("unknown pattern {other}"),
     }

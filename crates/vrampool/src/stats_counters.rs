@@ -2,13 +2,17 @@
 //!
 //! Each thread slot keeps, in a cache line only its own thread writes (plain loads and stores when the
 //! slot is the thread's alone), its counts of allocations and frees and the allocated bytes it has not yet
-//! added to the pool-wide sum. It adds them when they pass [`FLUSH_BYTES`] either way, so the pool-wide
-//! sum is written about once per 16 MiB allocated or freed, not at every operation.
+//! added to the pool-wide sum. It adds them when they reach [`FLUSH_BYTES`] either way, or twice the
+//! operation that brought them there, whichever is larger: the pool-wide sum is written about once per
+//! 16 MiB allocated or freed, and a pair of one large size (64 MiB allocated, then freed) never writes it
+//! (with a bound of 16 MiB alone, each such allocation and free was an atomic read-modify-write on the
+//! shared line: two of the five on a fixed pool's 64 MiB pair).
 //!
 //! - Allocated bytes now (the pool-wide sum plus every slot's pending bytes) are exact when read.
 //! - The peak is checked after each allocation against the pool-wide sum plus the calling slot's pending
 //!   bytes: exact while one thread uses the pool; under several threads it can be off, either way, by at
-//!   most [`FLUSH_BYTES`] per other thread (a thread's bytes reach the others' checks once it adds them).
+//!   most each other thread's pending bytes: [`FLUSH_BYTES`], or twice its largest allocation or free if
+//!   that is larger (a thread's bytes reach the others' checks once it adds them).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -114,12 +118,12 @@ impl StatsCounters {
         }
     }
 
-    /// Adds `delta` to an exclusive slot's pending bytes, handing them to the pool-wide sum past
-    /// [`FLUSH_BYTES`]; returns what stays pending.
+    /// Adds `delta` to an exclusive slot's pending bytes, handing them to the pool-wide sum once they
+    /// reach [`FLUSH_BYTES`] or twice `delta`, whichever is larger; returns what stays pending.
     #[inline]
     fn add_pending(&self, counts: &SlotCounts, delta: i64) -> i64 {
         let pending = counts.pending.load(Ordering::Relaxed) + delta;
-        if pending.abs() < FLUSH_BYTES {
+        if pending.abs() < FLUSH_BYTES.max(delta.saturating_abs().saturating_mul(2)) {
             counts.pending.store(pending, Ordering::Relaxed);
             return pending;
         }
@@ -232,6 +236,28 @@ mod tests {
             on_free(&c, 1 << 20);
         }
         assert_eq!(c.read().allocated, 0);
+    }
+
+    /// Pairs of one size above the flush bound stay in the slot: the shared sum is never written, and the
+    /// reading and the peak stay exact.
+    #[test]
+    fn large_pairs_leave_the_shared_sum_alone() {
+        let c = StatsCounters::default();
+        let big = 4 * FLUSH_BYTES as u64;
+        for _ in 0..100 {
+            on_allocate(&c, big);
+            assert_eq!(c.read().allocated, big);
+            on_free(&c, big);
+        }
+        assert_eq!(c.allocated.load(Ordering::Relaxed), 0, "no flush");
+        assert_eq!((c.read().allocated, c.read().allocated_peak), (0, big));
+        // Growing allocations still reach the sum: pending stays below twice the latest operation.
+        for _ in 0..10 {
+            on_allocate(&c, big);
+        }
+        assert!(c.slots.iter().all(|s| s.pending.load(Ordering::Relaxed) < 2 * big as i64));
+        assert_eq!(c.read().allocated, 10 * big);
+        assert_eq!(c.read().allocated_peak, 10 * big);
     }
 
     #[test]
