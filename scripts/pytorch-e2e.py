@@ -35,12 +35,6 @@ Commands:
           OUT/pytorch-e2e.json
   report  rewrites the table and the JSON from OUT/runs.jsonl (after runs split over several drive calls)
 
-With --deterministic (run, drive), each run asks PyTorch for deterministic kernels
-(torch.use_deterministic_algorithms, warning only where an op has none; cuDNN deterministic, no autotuning;
-CUBLAS_WORKSPACE_CONFIG=:4096:8). PyTorch's own runs then repeat their losses and tokens bit for bit, so any
-difference under another allocator is the allocator's. Keep such runs in an --out folder of their own: their
-wall times are not comparable with the default kernels'.
-
 Example (about 3, 6 and 6 minutes on one H200 with the defaults; split so each call stays under 10 minutes):
 
   cargo build --release -p vrampool-capi
@@ -228,15 +222,13 @@ def gpt_serve(torch, seed: int) -> dict:
 RUNNERS = {"resnet_train_fixed": resnet_train_fixed, "gpt_train_varlen": gpt_train_varlen, "gpt_serve": gpt_serve}
 
 
-def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | None, deterministic: bool) -> dict:
+def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | None) -> dict:
     """Runs `workload` under `mode` in this process (the environment must be set before torch is imported)."""
     for name, value in mode_changes(mode, conf).items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if deterministic:
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     vrampool = None
     if mode.startswith("vrampool"):
         sys.path.insert(0, str(REPO / "python"))
@@ -248,12 +240,8 @@ def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | N
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device is visible to PyTorch")
     torch.cuda.set_device(0)
-    if deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
     free, total = torch.cuda.mem_get_info()
-    result = {"workload": workload, "mode": mode, "seed": seed, "ok": True, "deterministic": deterministic}
+    result = {"workload": workload, "mode": mode, "seed": seed, "ok": True}
     result.update(RUNNERS[workload](torch, seed))
     torch.cuda.synchronize()
     free_end, _ = torch.cuda.mem_get_info()
@@ -300,14 +288,10 @@ def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | N
 # The driver.
 
 
-def run_in_child(
-    workload: str, mode: str, conf: str | None, seed: int, lib: str | None, timeout: float, deterministic: bool
-) -> dict:
+def run_in_child(workload: str, mode: str, conf: str | None, seed: int, lib: str | None, timeout: float) -> dict:
     """One run in a fresh process; its JSON line, or a record of the failure."""
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "run", "--workload", workload, "--mode", mode]
     command += ["--seed", str(seed)]
-    if deterministic:
-        command.append("--deterministic")
     if conf is not None:
         command += ["--conf", conf]
     if lib is not None:
@@ -367,7 +351,7 @@ def drive(args) -> None:
     with open(out / "runs.jsonl", "a", encoding="utf-8") as runs:
         for index, (workload, mode, rep, role) in enumerate(plan, 1):
             conf = advised.get(workload) if mode == "vrampool-advised" else None
-            record = run_in_child(workload, mode, conf, args.seed, args.lib, args.timeout, args.deterministic)
+            record = run_in_child(workload, mode, conf, args.seed, args.lib, args.timeout)
             record.update({"rep": rep, "role": role, "conf": conf, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
             runs.write(json.dumps(record) + "\n")
             runs.flush()
@@ -454,21 +438,11 @@ def report(out: pathlib.Path) -> None:
     runs = read_runs(out)
     rows = summarize(runs)
     meta = next((r for r in runs if r.get("ok")), {})
-    deterministic = {bool(r.get("deterministic")) for r in runs if r.get("ok")}
-    if len(deterministic) > 1:
-        log("warning: these runs mix deterministic and default kernels; keep them in separate --out folders")
-    kernels = (
-        "Deterministic kernels (`--deterministic`): PyTorch's own runs repeat bit for bit, so every difference "
-        "shown is the allocator's. "
-        if deterministic == {True}
-        else ""
-    )
     (out / "pytorch-e2e.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=2), encoding="utf-8")
     lines = [
         "# PyTorch workloads under each allocator",
         "",
-        f"GPU: {meta.get('gpu', '?')}; PyTorch {meta.get('torch', '?')}. {kernels}Each run is a fresh process. "
-        "Wall time: the "
+        f"GPU: {meta.get('gpu', '?')}; PyTorch {meta.get('torch', '?')}. Each run is a fresh process. Wall time: the "
         "timed steps only (training: after 1 warm-up step that is not timed; generation: all 12 requests, no "
         "warm-up), median of the runs (min-max). Peaks: vrampool's own stats for vrampool modes (allocated = "
         "requested bytes); `torch.cuda.max_memory_reserved/allocated` for PyTorch modes (allocated = sizes "
@@ -522,7 +496,6 @@ def parse_args(argv):
     run.add_argument("--conf", help="the config string for vrampool-advised")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
-    run.add_argument("--deterministic", action="store_true", help="ask PyTorch for deterministic kernels")
 
     drive_cmd = commands.add_parser("drive", help="every (workload, mode), each run in its own process")
     drive_cmd.add_argument("--out", required=True, help="folder for runs.jsonl, pytorch-e2e.md and pytorch-e2e.json")
@@ -539,8 +512,6 @@ def parse_args(argv):
     drive_cmd.add_argument("--seed", type=int, default=0)
     drive_cmd.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
     drive_cmd.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
-    drive_cmd.add_argument("--deterministic", action="store_true",
-                           help="ask PyTorch for deterministic kernels in every run (see above)")
 
     report_cmd = commands.add_parser("report", help="rewrite the table and JSON from OUT/runs.jsonl")
     report_cmd.add_argument("--out", required=True)
@@ -566,7 +537,7 @@ def main(argv=None) -> None:
     if args.command == "run":
         conf = device_conf(args.conf) if args.conf else None
         try:
-            result = run_here(args.workload, args.mode, conf, args.seed, args.lib, args.deterministic)
+            result = run_here(args.workload, args.mode, conf, args.seed, args.lib)
         except Exception as err:  # the driver reads the failure from stderr and the exit status
             log(f"{args.workload} under {args.mode} failed: {type(err).__name__}: {err}")
             raise

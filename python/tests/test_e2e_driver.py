@@ -97,22 +97,6 @@ class Summary(unittest.TestCase):
             row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.05x | 1,000 | 900 | 0.900 |"
             self.assertIn(row, table)
             self.assertEqual(len(json.loads((out / "pytorch-e2e.json").read_text())["rows"]), 2)
-            self.assertNotIn("Deterministic kernels", table)
-
-    def test_runs_with_deterministic_kernels_say_so(self):
-        with tempfile.TemporaryDirectory() as folder:
-            out = pathlib.Path(folder)
-            runs = [
-                {**record("gpt_train_varlen", "pytorch", 8.0, 0, losses=[10.9, 10.5]), "deterministic": True},
-                {**record("gpt_train_varlen", "vrampool", 8.1, 0, losses=[10.9, 10.5]), "deterministic": True},
-            ]
-            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                e2e.report(out)
-            table = (out / "pytorch-e2e.md").read_text()
-            self.assertIn("Deterministic kernels", table)
-            self.assertIn("| gpt_train_varlen | vrampool | 1/1 | 8.100 (8.100-8.100) | 1.01x |", table)
-            self.assertIn("max loss diff 0.00e+00", table)
 
 
 if __name__ == "__main__":
