@@ -143,6 +143,11 @@ impl AddressMap {
             self.values[cell].store(pack(class, index), Ordering::Relaxed);
             self.keys[cell].store(addr, Ordering::Relaxed);
             self.len.fetch_add(1, Ordering::Relaxed);
+            // An earlier entry for the address may have spilled while the table was full: the table's
+            // entry replaces it.
+            if spill.remove(&addr).is_some() {
+                self.spilled.store(spill.len(), Ordering::Release);
+            }
         });
     }
 
@@ -151,7 +156,8 @@ impl AddressMap {
         let mut spill = self.spill.lock();
         self.write(|| {
             for addr in addrs {
-                if !self.remove_from_table(addr) && spill.remove(&addr).is_some() {
+                self.remove_from_table(addr);
+                if spill.remove(&addr).is_some() {
                     self.spilled.store(spill.len(), Ordering::Release);
                 }
             }
@@ -274,6 +280,27 @@ mod tests {
         map.remove_all(addrs.iter().copied());
         assert!(addrs.iter().all(|&a| map.get(a).is_none()));
         assert_eq!(map.spilled.load(Ordering::Relaxed), 0);
+    }
+
+    /// An address that spilled while the table was full and is recorded again once there is room lives in
+    /// the table alone: removing it leaves no stale spilled entry behind.
+    #[test]
+    fn a_spilled_address_recorded_again_leaves_no_stale_entry() {
+        let map = AddressMap::with_capacity(4);
+        let cells = map.keys.len() as u64;
+        let fill: Vec<u64> = (1..=cells / 2).map(|i| i << 12).collect();
+        for &addr in &fill {
+            map.insert(addr, 0, 0);
+        }
+        let late = (cells + 1) << 12;
+        map.insert(late, 1, 1);
+        assert_eq!(map.spilled.load(Ordering::Relaxed), 1);
+        map.remove_all([fill[0]]);
+        map.insert(late, 2, 2);
+        assert_eq!(map.spilled.load(Ordering::Relaxed), 0, "the table's entry replaced the spilled one");
+        assert_eq!(map.get(late), Some((2, 2)));
+        map.remove_all([late]);
+        assert_eq!(map.get(late), None);
     }
 
     /// Readers looking up entries that stay while a writer inserts and removes others around them always
