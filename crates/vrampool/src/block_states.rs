@@ -3,7 +3,7 @@
 //! stack; for a size class's block, its address.
 //!
 //! A block's whole record sits in one 32-byte cell, so an allocation or a free touches one cache line of
-//! it (the record was spread over three tables before, three cache misses per operation on a churn).
+//! it, not a line in each of three tables.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

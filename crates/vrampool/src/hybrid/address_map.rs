@@ -9,7 +9,8 @@
 //! reader never follows a stale pointer; its cells are atomics, so a torn read is only ever retried.
 //!
 //! Written here rather than taken from a crate (dashmap was used before): dashmap's shard read lock is two
-//! atomic read-modify-writes per free, about a quarter of a class-served free on the CPU machine's profile.
+//! atomic read-modify-writes per free, this map's read none (docs/BENCHMARKS.md has the hybrid's pairs
+//! before and after).
 //! Capacity beyond [`MAX_SLOTS`] (only from classes configured with millions of blocks) spills into a
 //! mutex-guarded map that a lookup reads only when it is not empty.
 
