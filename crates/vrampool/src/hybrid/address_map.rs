@@ -103,19 +103,29 @@ impl AddressMap {
     /// Probes the table once; the caller checks that no writer overlapped.
     #[inline]
     fn probe(&self, addr: u64) -> Option<(u32, u32)> {
+        let cell = self.locate(addr).ok()?;
+        Some(unpack(self.values[cell].load(Ordering::Relaxed)))
+    }
+
+    /// The cell holding `addr` (`Ok`), or the empty cell where its probe ends (`Err`). A probe visits each
+    /// cell at most once: a reader overlapping a writer may see no empty cell, and then gets `Err` of the
+    /// cell it stopped at (its read is retried); under the writers' lock the table is at most half full, so
+    /// `Err` is always an empty cell there.
+    #[inline]
+    fn locate(&self, addr: u64) -> Result<usize, usize> {
         let mask = self.mask();
         let mut cell = self.home(addr);
         for _ in 0..self.keys.len() {
             let key = self.keys[cell].load(Ordering::Relaxed);
             if key == addr {
-                return Some(unpack(self.values[cell].load(Ordering::Relaxed)));
+                return Ok(cell);
             }
             if key == EMPTY {
-                return None;
+                return Err(cell);
             }
             cell = (cell + 1) & mask;
         }
-        None
+        Err(cell)
     }
 
     /// Records `addr` as block `index` of class `class` (replacing what was recorded for it).
@@ -123,19 +133,13 @@ impl AddressMap {
         assert_ne!(addr, EMPTY, "no block is at address 0");
         let mut spill = self.spill.lock();
         self.write(|| {
-            let mask = self.mask();
-            let mut cell = self.home(addr);
-            loop {
-                let key = self.keys[cell].load(Ordering::Relaxed);
-                if key == addr {
+            let cell = match self.locate(addr) {
+                Ok(cell) => {
                     self.values[cell].store(pack(class, index), Ordering::Relaxed);
                     return;
                 }
-                if key == EMPTY {
-                    break;
-                }
-                cell = (cell + 1) & mask;
-            }
+                Err(empty) => empty,
+            };
             if self.len.load(Ordering::Relaxed) * 2 >= self.keys.len() {
                 spill.insert(addr, pack(class, index));
                 self.spilled.store(spill.len(), Ordering::Release);
@@ -168,18 +172,8 @@ impl AddressMap {
     /// Removes `addr` from the table, shifting back the entries after it so that no probe chain breaks
     /// (linear probing's deletion, without tombstones). Whether it was there.
     fn remove_from_table(&self, addr: u64) -> bool {
+        let Ok(mut hole) = self.locate(addr) else { return false };
         let mask = self.mask();
-        let mut hole = self.home(addr);
-        loop {
-            let key = self.keys[hole].load(Ordering::Relaxed);
-            if key == EMPTY {
-                return false;
-            }
-            if key == addr {
-                break;
-            }
-            hole = (hole + 1) & mask;
-        }
         let mut cell = hole;
         loop {
             cell = (cell + 1) & mask;
