@@ -301,3 +301,32 @@ fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
     }
     assert_eq!(sim.counters().failed_calls, 0);
 }
+
+/// With `wait_for_idle`, idle chunks still in use are waited for and moved instead of grown around: the
+/// pool reserves what it would on an idle device, at the price of a wait.
+#[test]
+fn waiting_for_idle_chunks_moves_them_instead_of_growing() {
+    let g = 2 * MIB;
+    for wait in [false, true] {
+        let sim = Arc::new(SimDevice::default());
+        let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(wait);
+        let pool = DynamicPool::new(sim.clone(), config).unwrap();
+        let x = pool.alloc(4 * g).unwrap();
+        let z = pool.alloc(g).unwrap();
+        sim.hold_stream(StreamId::DEFAULT);
+        pool.free(x.addr).unwrap();
+        let w = pool.alloc(8 * g).unwrap();
+        let stats = pool.stats();
+        if wait {
+            assert_eq!((stats.chunks_moved, stats.synchronizations), (4, 1), "{stats:?}");
+            assert_eq!(stats.reserved_bytes.current, 9 * g, "x's 4 chunks moved under w, 4 more mapped");
+        } else {
+            assert_eq!((stats.chunks_moved, stats.synchronizations), (0, 0), "{stats:?}");
+            assert_eq!(stats.reserved_bytes.current, 13 * g, "grown around x's chunks");
+        }
+        sim.release_stream(StreamId::DEFAULT);
+        pool.free(z.addr).unwrap();
+        pool.free(w.addr).unwrap();
+        assert_eq!(sim.counters().failed_calls, 0);
+    }
+}

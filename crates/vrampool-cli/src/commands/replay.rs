@@ -171,6 +171,12 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult) {
         "device calls:   {} ({} growths, {} chunks moved)",
         result.backend_calls, result.stats.growths, result.stats.chunks_moved
     );
+    if result.stats.synchronizations > 0 {
+        println!(
+            "device waits:   {} (the program waited for the GPU to move idle pages)",
+            result.stats.synchronizations
+        );
+    }
     println!("driver time:    {:.1} ms (cost model)", result.driver_time_us / 1000.0);
     println!("pool CPU time:  {:.1} ns per event", result.replay_ns_per_event);
     if !result.classes.is_empty() {

@@ -52,6 +52,11 @@ pub struct DynamicConfig {
     /// under wholly free stretches to where they are needed, up to one growth step's worth of chunks
     /// between two growths. Default: true.
     pub reclaim_idle: bool,
+    /// With virtual memory and [`DynamicConfig::reclaim_idle`]: when chunks sit idle but
+    /// queued work may still use them, wait for the device (the CPU gives up its lead over the GPU) and
+    /// move them, rather than map new memory around them. Default: false (chunks still in use are grown
+    /// around).
+    pub wait_for_idle: bool,
     /// With virtual memory: the address space reserved, as a multiple of the cap (room for
     /// fragmentation of addresses, which cost nothing unmapped). Default: 2.
     pub address_space_factor: u64,
@@ -65,6 +70,7 @@ impl Default for DynamicConfig {
             cap: Cap::Fraction(0.8),
             virtual_memory: VirtualMemory::Auto,
             reclaim_idle: true,
+            wait_for_idle: false,
             address_space_factor: 2,
         }
     }
@@ -98,6 +104,12 @@ impl DynamicConfig {
     /// Sets whether idle chunks are moved before new memory is asked for.
     pub fn reclaim_idle(mut self, reclaim: bool) -> Self {
         self.reclaim_idle = reclaim;
+        self
+    }
+
+    /// Sets whether to wait for the device to move idle chunks still in use rather than grow.
+    pub fn wait_for_idle(mut self, wait: bool) -> Self {
+        self.wait_for_idle = wait;
         self
     }
 

@@ -287,10 +287,11 @@ impl DynamicPool {
             let safe = self.safe_idle_runs(space, own)?;
             let safe_count: usize = safe.iter().map(|run| run.len()).sum();
             let rest_grows = self.policy.growth(reserved, (need - safe_count) as u64 * g).is_some();
-            if safe_count == own || rest_grows {
+            if safe_count == own || (rest_grows && !self.config.wait_for_idle) {
                 self.move_chunks(space, safe, &mut missing)?;
             } else {
-                // The cap leaves no room to grow around chunks still in use: wait for the device.
+                // The cap leaves no room to grow around chunks still in use, or the config says to wait
+                // rather than grow: wait for the device.
                 self.wait_for_device(space)?;
                 self.move_chunks(space, space.idle_runs(own), &mut missing)?;
             }
