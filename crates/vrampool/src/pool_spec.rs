@@ -13,7 +13,8 @@
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
 //! | `warmup`, `coverage`, `max_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.03, 256, 4MiB, 2.0, 0.8, false |
 //!
-//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01.
+//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01 and
+//! which waits for idle pages (`wait_for_idle=true`).
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
