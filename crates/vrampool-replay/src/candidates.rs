@@ -28,9 +28,9 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 /// - fixed: block sizes at the 50th to 100th percentile of request sizes, each with as many blocks as
 ///   requests of at most that size were live at once, fallback to device segments;
 /// - dynamic: pages of 2, 8 or 32 MiB × initial size one page or 256 MiB × growth factors 1.01 to 2 × idle
-///   pages reclaimed or not, on virtual memory;
+///   idle pages reclaimed (waiting for those still in use, or not) or not, on virtual memory;
 /// - hybrid: pages of 2, 8 or 32 MiB × rounding waste 3% or 12.5% × coverage 0.8 or 0.95 × warm-up 1024 or
-///   4096 requests × region growth factor 1.01 to 1.1 (watermark 0.8).
+///   4096 requests × region growth factor 1.01 to 1.1 (watermark 0.8, the region waiting for idle pages).
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -51,9 +51,14 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
             for page in PAGE_SIZES {
                 for initial_size in INITIAL_SIZES.map(|size| size.max(page)) {
                     for growth_factor in GROWTH_FACTORS {
-                        for reclaim_idle in [true, false] {
-                            let dynamic =
-                                DynamicConfig { initial_size, growth_factor, reclaim_idle, ..DynamicConfig::default() };
+                        for (reclaim_idle, wait_for_idle) in [(true, false), (true, true), (false, false)] {
+                            let dynamic = DynamicConfig {
+                                initial_size,
+                                growth_factor,
+                                reclaim_idle,
+                                wait_for_idle,
+                                ..DynamicConfig::default()
+                            };
                             specs.push(PoolSpec { strategy, dynamic, page_size: Some(page), ..PoolSpec::default() });
                         }
                     }
@@ -66,7 +71,7 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                     for coverage in COVERAGES {
                         for warmup_requests in WARMUPS {
                             for growth_factor in REGION_GROWTH_FACTORS {
-                                let dynamic = DynamicConfig { growth_factor, ..DynamicConfig::default() };
+                                let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
                                 let hybrid = HybridConfig {
                                     coverage,
                                     warmup_requests,
