@@ -40,9 +40,10 @@ pub struct HybridConfig {
     /// tightly. Default: 4 MiB (on the bundled training traces, caching larger blocks in classes costs 1 to
     /// 2% of utilization and more moved pages).
     pub max_class_size: u64,
-    /// The most classes learned. Default: 256. On the bundled traces the coverage bound stops the learner
-    /// first (at most 128 classes give the same classes); on sizes spread log-uniformly over 256 B to 8 MiB
-    /// and learned from 1024 of them, 256 classes serve 71% of later requests, 128 classes 62%.
+    /// The most classes learned. Default: 128. On the bundled traces the coverage bound stops the learner
+    /// first. On sizes spread log-uniformly over 256 B to 8 MiB and learned from 1024 of them, the classes
+    /// serve 62% of later requests; allowing 256 raises that to 71% but holds more blocks in classes, and
+    /// did not make such a churn faster (docs/BENCHMARKS.md).
     pub max_classes: usize,
     /// A class's capacity per block of the class seen live at once during warm-up, at least 1.0.
     /// Default: 2.0 (capacity costs no memory: blocks are carved when needed and given back to the region
@@ -74,7 +75,7 @@ impl Default for HybridConfig {
             coverage: 0.9,
             max_rounding_waste: 0.03,
             max_class_size: 4 * MIB,
-            max_classes: 256,
+            max_classes: 128,
             slab_headroom: 2.0,
             watermark: 0.8,
             deterministic: false,
