@@ -14,7 +14,7 @@
 //! tag, and both are needed (device addresses are 64-bit; stream tags must follow coalescing).
 
 use crate::stream_order::FreeTag;
-use crate::units::{MIN_BLOCK, align_up};
+use crate::units::{MIN_BLOCK, align_up, log_linear_bin};
 
 /// What a free block carries and how two merge.
 pub(crate) trait BlockTag: Copy + Default + std::fmt::Debug {
@@ -100,12 +100,7 @@ impl<T: BlockTag> Default for RangeAllocator<T> {
 /// The bin holding blocks of `units` units (rounding down).
 #[inline]
 fn bin_down(units: u64) -> usize {
-    if units < SL_COUNT as u64 {
-        return units as usize;
-    }
-    let fl = 63 - units.leading_zeros();
-    let sl = (units >> (fl - SL_BITS)) as usize & (SL_COUNT - 1);
-    (fl - SL_BITS + 1) as usize * SL_COUNT + sl
+    log_linear_bin::<SL_BITS>(units)
 }
 
 /// The first bin whose every block holds at least `units` units (rounding up).

@@ -14,6 +14,29 @@ pub const MIN_BLOCK: u64 = 256;
 /// The alignment of an allocation when the caller names none: 256 bytes.
 pub const DEFAULT_ALIGNMENT: u64 = 256;
 
+/// The log-linear bin of a count of `units`: exact below `2^SUB_BITS`, then `2^SUB_BITS` equal bins per
+/// power of two (each spans at most `1/2^SUB_BITS` of its sizes). Used for the range allocator's free lists
+/// and the hybrid's class table.
+#[inline]
+pub(crate) fn log_linear_bin<const SUB_BITS: u32>(units: u64) -> usize {
+    if units < 1 << SUB_BITS {
+        return units as usize;
+    }
+    let log = 63 - units.leading_zeros();
+    let sub = (units >> (log - SUB_BITS)) as usize & ((1 << SUB_BITS) - 1);
+    ((log - SUB_BITS + 1) as usize) << SUB_BITS | sub
+}
+
+/// The smallest count of units in bin `bin` of [`log_linear_bin`].
+pub(crate) fn log_linear_bin_floor<const SUB_BITS: u32>(bin: usize) -> u64 {
+    if bin < 1 << SUB_BITS {
+        return bin as u64;
+    }
+    let log = (bin >> SUB_BITS) as u32 + SUB_BITS - 1;
+    let sub = (bin & ((1 << SUB_BITS) - 1)) as u64;
+    (1u64 << log) | (sub << (log - SUB_BITS))
+}
+
 /// `value` rounded up to a multiple of `align` (a power of two), or `None` on overflow.
 pub(crate) fn align_up(value: u64, align: u64) -> Option<u64> {
     debug_assert!(align.is_power_of_two());

@@ -6,6 +6,7 @@ use super::class_learner::serves;
 use super::config::ClassSpec;
 use crate::dynamic::BlockCache;
 use crate::stream_order::FreeTag;
+use crate::units::{MIN_BLOCK, log_linear_bin, log_linear_bin_floor};
 
 /// Sub-bins per power of two of [`size_bin`]: a bin spans at most 1/32 (3%) of its sizes, about the
 /// spacing of classes at the default waste bound.
@@ -16,24 +17,12 @@ const LINEAR_STEPS: usize = 4;
 /// The bin of a span (a positive multiple of 256 bytes): log-linear, exact below 32 units of 256 bytes.
 #[inline]
 fn size_bin(span: u64) -> usize {
-    let units = span >> crate::units::MIN_BLOCK.trailing_zeros();
-    if units < 1 << BIN_SUB_BITS {
-        return units as usize;
-    }
-    let log = 63 - units.leading_zeros();
-    let sub = (units >> (log - BIN_SUB_BITS)) as usize & ((1 << BIN_SUB_BITS) - 1);
-    ((log - BIN_SUB_BITS + 1) as usize) << BIN_SUB_BITS | sub
+    log_linear_bin::<BIN_SUB_BITS>(span >> MIN_BLOCK.trailing_zeros())
 }
 
 /// The smallest span of bin `bin`.
 fn bin_floor(bin: usize) -> u64 {
-    let unit = crate::units::MIN_BLOCK;
-    if bin < 1 << BIN_SUB_BITS {
-        return bin as u64 * unit;
-    }
-    let log = (bin >> BIN_SUB_BITS) as u32 + BIN_SUB_BITS - 1;
-    let sub = (bin & ((1 << BIN_SUB_BITS) - 1)) as u64;
-    ((1u64 << log) | (sub << (log - BIN_SUB_BITS))) * unit
+    log_linear_bin_floor::<BIN_SUB_BITS>(bin) * MIN_BLOCK
 }
 
 /// The size classes, by block size, and the address of every block they hold.
@@ -93,7 +82,7 @@ impl Core {
     /// bins, O(log classes) at worst.
     #[inline]
     pub(crate) fn class_for(&self, span: u64, align: u64) -> Option<(u32, &ClassCache)> {
-        if align > crate::units::MIN_BLOCK {
+        if align > MIN_BLOCK {
             return None;
         }
         let mut index = *self.first_in_bin.get(size_bin(span))? as usize;
