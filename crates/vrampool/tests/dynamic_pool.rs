@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use common::snapshot;
 use vrampool::{
-    Backend, Cap, DynamicConfig, DynamicPool, Error, HostMemory, HostMemoryConfig, KIB, MIB, Pool, PoolExt,
+    Allocation, Backend, Cap, DynamicConfig, DynamicPool, Error, HostMemory, HostMemoryConfig, KIB, MIB, Pool, PoolExt,
     SegmentKind, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
 };
 
@@ -266,13 +266,12 @@ fn a_backend_without_virtual_memory_gets_segments() {
     assert!(!pool.uses_virtual_memory());
 }
 
-/// Moving an idle chunk must wait for the work that last used it. The pool moves at once the chunks whose
-/// last use is known complete, grows around those still in use, and waits for the device only at the cap.
-#[test]
-fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
+/// A pool on `config` with 4 chunks freed while the device still runs work that used them (x), one chunk
+/// live after them (z), then an 8-chunk block (w) that needs more than those 4: returns the device, the pool,
+/// z and w.
+fn grow_past_chunks_in_use(config: DynamicConfig) -> (Arc<SimDevice>, DynamicPool, Allocation, Allocation) {
     let g = 2 * MIB;
     let sim = Arc::new(SimDevice::default());
-    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(20 * g));
     let pool = DynamicPool::new(sim.clone(), config).unwrap();
     let x = pool.alloc(4 * g).unwrap();
     let z = pool.alloc(g).unwrap();
@@ -280,6 +279,16 @@ fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
     sim.hold_stream(StreamId::DEFAULT);
     pool.free(x.addr).unwrap();
     let w = pool.alloc(8 * g).unwrap();
+    (sim, pool, z, w)
+}
+
+/// Moving an idle chunk must wait for the work that last used it. The pool moves at once the chunks whose
+/// last use is known complete, grows around those still in use, and waits for the device only at the cap.
+#[test]
+fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(20 * g));
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config);
     let stats = pool.stats();
     assert_eq!((stats.chunks_moved, stats.synchronizations), (0, 0), "grown around x's chunks: {stats:?}");
     assert_eq!(stats.reserved_bytes.current, 13 * g);
@@ -308,14 +317,8 @@ fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
 fn waiting_for_idle_chunks_moves_them_instead_of_growing() {
     let g = 2 * MIB;
     for wait in [false, true] {
-        let sim = Arc::new(SimDevice::default());
         let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(wait);
-        let pool = DynamicPool::new(sim.clone(), config).unwrap();
-        let x = pool.alloc(4 * g).unwrap();
-        let z = pool.alloc(g).unwrap();
-        sim.hold_stream(StreamId::DEFAULT);
-        pool.free(x.addr).unwrap();
-        let w = pool.alloc(8 * g).unwrap();
+        let (sim, pool, z, w) = grow_past_chunks_in_use(config);
         let stats = pool.stats();
         if wait {
             assert_eq!((stats.chunks_moved, stats.synchronizations), (4, 1), "{stats:?}");
