@@ -17,6 +17,7 @@ fn given(classes: &[(u64, u64)]) -> HybridConfig {
     HybridConfig::default()
         .classes(classes.iter().map(|&(block_size, block_count)| ClassSpec { block_size, block_count }).collect())
         .max_rounding_waste(0.125)
+        .waste_floor(0)
         .deterministic(true)
         .dynamic(region(VirtualMemory::Off))
 }
@@ -26,8 +27,26 @@ fn defaults_are_documented() {
     let c = HybridConfig::default();
     assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.03, 0.8));
     assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 4 * MIB, 1.01));
+    assert_eq!(c.waste_floor, 16 * KIB);
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
+}
+
+#[test]
+fn the_waste_floor_lets_a_class_serve_small_requests() {
+    let config = given(&[(16 * KIB, 4), (MIB, 1)]).waste_floor(16 * KIB);
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+    let small: Vec<_> = [256, 3000, 16 * KIB].iter().map(|&size| pool.alloc(size).unwrap()).collect();
+    assert_eq!(pool.stats().fallbacks, 0, "16 KiB blocks serve every request up to 16 KiB");
+    // 12.5% of 960 KiB is 120 KiB: the fraction allows more than the floor there.
+    let large = pool.alloc(960 * KIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, 0);
+    // Neither 12.5% of 900 KiB (112.5 KiB) nor the floor covers the 124 KiB a 1 MiB block would add.
+    let too_small = pool.alloc(900 * KIB).unwrap();
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1));
+    for block in small.iter().chain([&large, &too_small]) {
+        pool.free(block.addr).unwrap();
+    }
 }
 
 #[test]

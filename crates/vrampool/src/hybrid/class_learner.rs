@@ -4,6 +4,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::config::ClassSpec;
+use super::waste_bound::WasteBound;
 
 /// The classes chosen at the end of warm-up and the share of warm-up requests they cover.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -16,20 +17,13 @@ pub struct LearnedClasses {
     pub requests: u64,
 }
 
-/// Whether a block of `block` bytes may serve a request spanning `span` bytes: it holds it, and exceeds it
-/// by at most `max_waste`.
-#[inline]
-pub(crate) fn serves(block: u64, span: u64, max_waste: f64) -> bool {
-    block >= span && block as f64 <= span as f64 * (1.0 + max_waste)
-}
-
 /// What bounds the classes chosen at the end of warm-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct ClassLimits {
     /// The share of requests to cover.
     pub(crate) coverage: f64,
-    /// The most a block may exceed a request it serves, as a fraction.
-    pub(crate) max_waste: f64,
+    /// The most a block may exceed a request it serves.
+    pub(crate) waste: WasteBound,
     /// The most classes.
     pub(crate) max_classes: usize,
     /// Capacity per block seen live at once.
@@ -67,10 +61,10 @@ impl ClassLearner {
     }
 
     /// The smallest set of classes (greedy set cover over the spans seen, each class serving spans up to
-    /// `max_waste` smaller than its block) that covers `coverage` of the requests, at most `max_classes`,
+    /// `waste` smaller than its block) that covers `coverage` of the requests, at most `max_classes`,
     /// each sized `headroom` times the most of its blocks live at once.
     pub(crate) fn choose(&self, limits: &ClassLimits) -> LearnedClasses {
-        let ClassLimits { coverage, max_waste, max_classes, headroom, max_block } = *limits;
+        let ClassLimits { coverage, waste, max_classes, headroom, max_block } = *limits;
         let total: u64 = self.counts.values().sum();
         // Only sizes up to the largest class block are candidates; coverage counts every request.
         let mut spans: Vec<(u64, u64)> =
@@ -90,7 +84,7 @@ impl ClassLearner {
             let mut best: Option<(u64, usize, usize)> = None;
             for (i, &(block, _)) in spans.iter().enumerate() {
                 // Spans below the window are those a block of this size would waste too much on.
-                let lo = spans.partition_point(|&(s, _)| (s as f64) * (1.0 + max_waste) < block as f64);
+                let lo = spans[..=i].partition_point(|&(s, _)| !waste.serves(block, s));
                 let gain = prefix[i + 1] - prefix[lo];
                 if gain > 0 && best.is_none_or(|(g, _, _)| gain > g) {
                     best = Some((gain, lo, i));
@@ -102,7 +96,7 @@ impl ClassLearner {
             blocks.push(spans[i].0);
         }
         blocks.sort_unstable();
-        let peaks = self.peak_live(&blocks, max_waste);
+        let peaks = self.peak_live(&blocks, waste);
         let classes = blocks
             .iter()
             .zip(peaks)
@@ -117,10 +111,10 @@ impl ClassLearner {
 
     /// The most blocks of each class live at once during warm-up, each request counted in the class that
     /// would serve it.
-    fn peak_live(&self, blocks: &[u64], max_waste: f64) -> Vec<u64> {
+    fn peak_live(&self, blocks: &[u64], waste: WasteBound) -> Vec<u64> {
         let class_of = |span: u64| {
             let i = blocks.partition_point(|&b| b < span);
-            (i < blocks.len() && serves(blocks[i], span, max_waste)).then_some(i)
+            (i < blocks.len() && waste.serves(blocks[i], span)).then_some(i)
         };
         let mut live = vec![0u64; blocks.len()];
         let mut peak = vec![0u64; blocks.len()];
@@ -143,7 +137,13 @@ mod tests {
     use super::*;
 
     fn limits(coverage: f64, max_classes: usize, headroom: f64) -> ClassLimits {
-        ClassLimits { coverage, max_waste: 0.125, max_classes, headroom, max_block: u64::MAX }
+        ClassLimits {
+            coverage,
+            waste: WasteBound { fraction: 0.125, floor: 0 },
+            max_classes,
+            headroom,
+            max_block: u64::MAX,
+        }
     }
 
     #[test]
@@ -206,9 +206,19 @@ mod tests {
     }
 
     #[test]
-    fn waste_is_bounded() {
-        assert!(serves(1152, 1024, 0.125));
-        assert!(!serves(1280, 1024, 0.125));
-        assert!(!serves(768, 1024, 0.125));
+    fn a_waste_floor_lets_one_class_serve_every_small_size() {
+        let mut learner = ClassLearner::default();
+        for i in 0..64u64 {
+            // 256 B to 16 KiB, one span each; then 1 MiB, twice as often as any small span.
+            learner.allocated(i, 256 * (i + 1));
+            learner.allocated(1000 + i, 1 << 20);
+        }
+        let fraction_only = learner.choose(&limits(1.0, 64, 1.0));
+        assert!(fraction_only.classes.len() > 20, "{fraction_only:?}");
+        let floored = learner
+            .choose(&ClassLimits { waste: WasteBound { fraction: 0.125, floor: 16 << 10 }, ..limits(1.0, 64, 1.0) });
+        let sizes: Vec<u64> = floored.classes.iter().map(|c| c.block_size).collect();
+        assert_eq!(sizes, vec![16 << 10, 1 << 20]);
+        assert!((floored.coverage - 1.0).abs() < 1e-9);
     }
 }

@@ -2,8 +2,8 @@
 
 use super::address_map::AddressMap;
 use super::class_cache::ClassCache;
-use super::class_learner::serves;
 use super::config::ClassSpec;
+use super::waste_bound::WasteBound;
 use crate::dynamic::BlockCache;
 use crate::stream_order::FreeTag;
 use crate::units::{MIN_BLOCK, log_linear_bin, log_linear_bin_floor};
@@ -41,14 +41,14 @@ pub(crate) struct Core {
     first_in_bin: Box<[u32]>,
     /// Block address to (class, index).
     blocks: AddressMap,
-    max_waste: f64,
+    waste: WasteBound,
     total_blocks: u64,
 }
 
 impl Core {
-    /// A core with a class per spec (block size and capacity), serving requests at most `max_waste`
+    /// A core with a class per spec (block size and capacity), serving requests at most `waste`
     /// smaller than their block.
-    pub(crate) fn new(specs: &[ClassSpec], max_waste: f64) -> Self {
+    pub(crate) fn new(specs: &[ClassSpec], waste: WasteBound) -> Self {
         let mut specs = specs.to_vec();
         specs.sort_by_key(|c| c.block_size);
         let classes: Vec<ClassCache> = specs
@@ -64,7 +64,7 @@ impl Core {
                 u32::try_from(first).unwrap_or(u32::MAX)
             })
             .collect();
-        Core { classes, sizes, first_in_bin, blocks: AddressMap::with_capacity(total_blocks), max_waste, total_blocks }
+        Core { classes, sizes, first_in_bin, blocks: AddressMap::with_capacity(total_blocks), waste, total_blocks }
     }
 
     /// Every class, by block size.
@@ -96,7 +96,7 @@ impl Core {
             }
         }
         let class = self.classes.get(index)?;
-        serves(class.block_size(), span, self.max_waste).then_some((index as u32, class))
+        self.waste.serves(class.block_size(), span).then_some((index as u32, class))
     }
 
     /// Records a block carved for `class` at `index`.
@@ -137,11 +137,15 @@ impl BlockCache for Core {
 mod tests {
     use super::*;
 
+    fn fraction(fraction: f64) -> WasteBound {
+        WasteBound { fraction, floor: 0 }
+    }
+
     #[test]
     fn classes_are_found_by_size_within_the_waste_bound() {
         let core = Core::new(
             &[ClassSpec { block_size: 1 << 20, block_count: 4 }, ClassSpec { block_size: 4096, block_count: 4 }],
-            0.125,
+            fraction(0.125),
         );
         assert_eq!(core.class_for(4096, 256).map(|(i, _)| i), Some(0));
         assert_eq!(core.class_for(3840, 256).map(|(i, _)| i), Some(0));
@@ -172,11 +176,17 @@ mod tests {
         let sparse: Vec<ClassSpec> = (0..40)
             .map(|i| ClassSpec { block_size: (256.0 * 1.3f64.powi(i)) as u64 / 256 * 256, block_count: 1 })
             .collect();
-        for (specs, waste) in [(dense, 0.03), (sparse, 0.125), (sparse_and_small(), 0.03)] {
+        let floored = WasteBound { fraction: 0.03, floor: 16 << 10 };
+        for (specs, waste) in [
+            (dense, fraction(0.03)),
+            (sparse, fraction(0.125)),
+            (sparse_and_small(), fraction(0.03)),
+            (sparse_and_small(), floored),
+        ] {
             let core = Core::new(&specs, waste);
             let sizes: Vec<u64> = core.classes().iter().map(ClassCache::block_size).collect();
             for span in (256..(sizes.last().unwrap() + 8192)).step_by(256) {
-                let expected = sizes.iter().position(|&s| s >= span).filter(|&i| serves(sizes[i], span, waste));
+                let expected = sizes.iter().position(|&s| s >= span).filter(|&i| waste.serves(sizes[i], span));
                 assert_eq!(core.class_for(span, 256).map(|(i, _)| i as usize), expected, "span {span}");
             }
         }
@@ -191,7 +201,7 @@ mod tests {
 
     #[test]
     fn blocks_are_found_by_address_until_drained() {
-        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], 0.125);
+        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125));
         let class = &core.classes()[0];
         let index = class.take_empty().unwrap();
         class.set_addr(index, 0x7000);

@@ -155,7 +155,7 @@ impl HybridPool {
         let c = &self.config;
         let learned = learner.choose(&ClassLimits {
             coverage: c.coverage,
-            max_waste: c.max_rounding_waste,
+            waste: c.waste_bound(),
             max_classes: c.max_classes,
             headroom: c.slab_headroom,
             max_block: c.max_class_size,
@@ -167,7 +167,7 @@ impl HybridPool {
 
     /// Installs the core and puts it in front of the region.
     fn install(&self, classes: &[ClassSpec]) {
-        let core = Arc::new(Core::new(classes, self.config.max_rounding_waste));
+        let core = Arc::new(Core::new(classes, self.config.waste_bound()));
         self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>);
         let _ = self.core.set(core);
     }

@@ -6,6 +6,7 @@ mod class_learner;
 mod config;
 mod core;
 mod hybrid_pool;
+mod waste_bound;
 mod watermark;
 
 pub use class_learner::LearnedClasses;

@@ -1,0 +1,40 @@
+//! How much larger than a request a class block may be.
+
+/// The rounding waste a class block may add to the request it serves: a fraction of the request, or a
+/// floor in bytes where that is larger (small requests: a few KiB of waste on each costs little memory,
+/// and lets a few classes serve every small size).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct WasteBound {
+    /// The most a block may exceed its request, as a fraction of the request.
+    pub(crate) fraction: f64,
+    /// Bytes a block may always exceed its request by.
+    pub(crate) floor: u64,
+}
+
+impl WasteBound {
+    /// Whether a block of `block` bytes may serve a request spanning `span` bytes: it holds it, and exceeds
+    /// it by at most the fraction of `span` or the floor.
+    #[inline]
+    pub(crate) fn serves(self, block: u64, span: u64) -> bool {
+        block >= span && (block - span <= self.floor || block as f64 <= span as f64 * (1.0 + self.fraction))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fraction_or_the_floor_bounds_the_waste() {
+        let fraction_only = WasteBound { fraction: 0.125, floor: 0 };
+        assert!(fraction_only.serves(1152, 1024));
+        assert!(!fraction_only.serves(1280, 1024));
+        assert!(!fraction_only.serves(768, 1024), "a block never serves a larger request");
+        let with_floor = WasteBound { fraction: 0.03, floor: 16 << 10 };
+        assert!(with_floor.serves(16 << 10, 256), "16 KiB serves every request up to it");
+        assert!(with_floor.serves(1 << 20, (1 << 20) - (16 << 10)), "the floor holds above small sizes too");
+        assert!(!with_floor.serves(1 << 20, (1 << 20) - (32 << 10)), "3% of 992 KiB is under 32 KiB");
+        assert!(with_floor.serves(64 << 20, 63 << 20), "1.6% is under 3%");
+        assert!(!with_floor.serves(256, 512));
+    }
+}
