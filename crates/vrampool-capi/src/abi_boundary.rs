@@ -12,11 +12,22 @@ use crate::status::Status;
 
 /// Runs `body` for the C function `function`; a failure or a panic is recorded as the thread's last
 /// error and returned as its status.
+#[inline]
 pub(crate) fn guarded<T>(function: &'static str, body: impl FnOnce() -> Result<T, CapiError>) -> Result<T, Status> {
     last_error::clear();
-    let outcome = catch_unwind(AssertUnwindSafe(body))
-        .unwrap_or_else(|payload| Err(CapiError::Panic { function, message: panic_message(payload) }));
-    outcome.map_err(|err| last_error::record(&err))
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(failed(err)),
+        Err(payload) => Err(failed(CapiError::Panic { function, message: panic_message(payload) })),
+    }
+}
+
+/// Records `err` as the thread's last error; returns its status. Out of line: the functions' success path
+/// carries no error handling.
+#[cold]
+#[inline(never)]
+fn failed(err: CapiError) -> Status {
+    last_error::record(&err)
 }
 
 /// [`guarded`] for a C function that returns a status code.

@@ -114,7 +114,8 @@ impl DevicePools {
 
     /// The ordinal of a device number from C, if this library serves it.
     pub(crate) fn ordinal(function: &'static str, device: i32) -> Result<usize, CapiError> {
-        usize::try_from(device).ok().filter(|&ordinal| ordinal < MAX_DEVICES).ok_or(CapiError::BadDevice {
+        // `ok_or_else`: an error built eagerly costs its construction and drop on every call.
+        usize::try_from(device).ok().filter(|&ordinal| ordinal < MAX_DEVICES).ok_or_else(|| CapiError::BadDevice {
             function,
             device: device.into(),
             last: MAX_DEVICES - 1,

@@ -39,7 +39,7 @@ fn lookup(function: &'static str, pool: *mut PoolHandle) -> Result<std::sync::Ar
     if pool.is_null() {
         return Err(CapiError::NullArgument { function, argument: "pool" });
     }
-    HANDLES.get(pool.addr()).ok_or(CapiError::NoSuchPool { function, handle: pool.addr() })
+    HANDLES.get(pool.addr()).ok_or_else(|| CapiError::NoSuchPool { function, handle: pool.addr() })
 }
 
 /// Writes `value` to `out` where `out` is not NULL.

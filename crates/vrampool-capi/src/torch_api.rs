@@ -29,6 +29,7 @@ static FAILURES_SEEN: AtomicU64 = AtomicU64::new(0);
 
 /// Writes a failure on stderr while fewer than [`FAILURES_PRINTED`] have been; config errors are left to
 /// the pools' own once-only report.
+#[cold]
 fn note_failure(what: &str, err: &CapiError) {
     if err.is_config() {
         return;
@@ -92,9 +93,13 @@ pub extern "C" fn vrampool_torch_free(ptr: *mut c_void, size: usize, device: c_i
             return Ok(());
         }
         let ordinal = DevicePools::ordinal(FUNCTION, device)?;
-        DEVICE_POOLS.existing_or_why(FUNCTION, ordinal).and_then(|pool| pool.free(ptr.addr() as u64)).inspect_err(
-            |err| note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err),
-        )
+        let freed = match DEVICE_POOLS.existing(ordinal) {
+            Some(pool) => pool.free(ptr.addr() as u64),
+            None => DEVICE_POOLS.existing_or_why(FUNCTION, ordinal).map(|_| ()),
+        };
+        freed.inspect_err(|err| {
+            note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err);
+        })
     });
 }
 
