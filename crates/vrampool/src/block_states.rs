@@ -15,6 +15,33 @@ use crate::stream_order::FreeTag;
 const LIVE: u64 = 1 << 63;
 const STREAM_SHIFT: u32 = 56;
 const SIZE_MASK: u64 = (1 << STREAM_SHIFT) - 1;
+/// The state word of a free block named in a thread slot's hot list: this bit, and below it the tag of
+/// the stream that freed it (its stream number above [`CACHED_SEQ_BITS`] bits of sequence number), so that
+/// whoever claims the block reads its tag in the same atomic step.
+const CACHED: u64 = 1 << 62;
+const CACHED_SEQ_BITS: u32 = 55;
+/// The bits of a packed [`FreeTag`] ([`FreeTag::pack_single`]) that hold its sequence number.
+const PACKED_SEQ_BITS: u32 = 57;
+
+/// The state word of a block cached with `tag`, where the tag's sequence number fits (below 2^55, so
+/// always in practice).
+fn cached_state(tag: FreeTag) -> Option<u64> {
+    let packed = tag.pack_single();
+    let (stream, seq) = (packed >> PACKED_SEQ_BITS, packed & ((1 << PACKED_SEQ_BITS) - 1));
+    (seq < 1 << CACHED_SEQ_BITS).then_some(CACHED | (stream << CACHED_SEQ_BITS) | seq)
+}
+
+/// The tag a cached state word carries.
+fn cached_tag(state: u64) -> FreeTag {
+    let (stream, seq) = ((state & !CACHED) >> CACHED_SEQ_BITS, state & ((1 << CACHED_SEQ_BITS) - 1));
+    FreeTag::unpack_single((stream << PACKED_SEQ_BITS) | seq)
+}
+
+/// The state word of a block live for `size` bytes on the stream with `stream_index`.
+#[inline]
+fn live_state(stream_index: usize, size: u64) -> u64 {
+    LIVE | ((stream_index as u64) << STREAM_SHIFT) | size
+}
 
 /// Per block: its state; while free, the tag of the stream that freed it and its successor on a stack;
 /// its address where it is not computed from its index.
@@ -94,8 +121,61 @@ impl BlockStates {
     /// Marks block `index` live for a request of `size` bytes on the stream with `stream_index`.
     #[inline]
     pub(crate) fn mark_live(&self, index: u32, stream_index: usize, size: u64) {
-        let state = LIVE | ((stream_index as u64) << STREAM_SHIFT) | size;
-        self.blocks[index as usize].state.store(state, Ordering::Relaxed);
+        self.blocks[index as usize].state.store(live_state(stream_index, size), Ordering::Relaxed);
+    }
+
+    /// Marks a live block cached, carrying `tag`: `Ok(false)` (nothing changed) where the tag does not fit
+    /// in the state word; fails if another thread freed it first.
+    #[inline]
+    pub(crate) fn release_cached(&self, block: LiveBlock, tag: FreeTag, addr: u64) -> Result<bool> {
+        let Some(cached) = cached_state(tag) else { return Ok(false) };
+        let slot = &self.blocks[block.index as usize];
+        if slot.state.compare_exchange(block.state, cached, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return Err(Error::NotLive { addr });
+        }
+        Ok(true)
+    }
+
+    /// Claims block `index` if it is cached: makes it live for a request of `size` bytes on the stream with
+    /// `stream_index` and returns the tag it was freed with. `None` where it is not cached (a stale entry of
+    /// a hot list: the block was claimed by another thread, and may be live or free elsewhere).
+    #[inline]
+    pub(crate) fn claim_cached(&self, index: u32, stream_index: usize, size: u64) -> Option<FreeTag> {
+        let slot = self.blocks.get(index as usize)?;
+        let mut state = slot.state.load(Ordering::Relaxed);
+        while state & (LIVE | CACHED) == CACHED {
+            match slot.state.compare_exchange_weak(
+                state,
+                live_state(stream_index, size),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(cached_tag(state)),
+                Err(current) => state = current,
+            }
+        }
+        None
+    }
+
+    /// Takes block `index` out of the cached state if it is cached, leaving it free (state 0); returns the
+    /// tag it was freed with. `None` where it is not cached.
+    pub(crate) fn uncache(&self, index: u32) -> Option<FreeTag> {
+        let slot = self.blocks.get(index as usize)?;
+        let mut state = slot.state.load(Ordering::Relaxed);
+        while state & (LIVE | CACHED) == CACHED {
+            match slot.state.compare_exchange_weak(state, 0, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(cached_tag(state)),
+                Err(current) => state = current,
+            }
+        }
+        None
+    }
+
+    /// Marks a block that was made live but not handed out free again, with `tag`, for a stack.
+    pub(crate) fn set_free(&self, index: u32, tag: FreeTag) {
+        let slot = &self.blocks[index as usize];
+        slot.free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        slot.state.store(0, Ordering::Release);
     }
 
     /// Block `index` (at `addr`, for the error) if it is live.
@@ -135,5 +215,38 @@ impl BlockLinks for BlockStates {
     #[inline]
     fn next(&self, index: u32) -> &crate::sync::AtomicU64 {
         &self.blocks[index as usize].next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_state_carries_its_tag_and_is_neither_live_nor_free() {
+        for tag in [FreeTag::FRESH, FreeTag::freed(0, 1), FreeTag::freed(63, (1 << 55) - 1)] {
+            let state = cached_state(tag).unwrap();
+            assert_eq!(state & (LIVE | CACHED), CACHED);
+            assert_eq!(cached_tag(state), tag);
+        }
+        assert_eq!(cached_state(FreeTag::freed(3, 1 << 55)), None, "a sequence number past 55 bits does not fit");
+    }
+
+    #[test]
+    fn a_cached_block_is_claimed_once() {
+        let states = BlockStates::new(2);
+        states.mark_live(1, 2, 300);
+        let live = states.live(1, 0x100).unwrap();
+        assert!(states.release_cached(live, FreeTag::freed(2, 9), 0x100).unwrap());
+        assert!(states.release_cached(live, FreeTag::freed(2, 9), 0x100).is_err(), "a second free fails");
+        assert!(states.live(1, 0x100).is_err());
+        assert_eq!(states.claim_cached(1, 0, 40), Some(FreeTag::freed(2, 9)));
+        assert_eq!(states.claim_cached(1, 0, 40), None, "claimed already");
+        assert_eq!(states.claim_cached(0, 0, 40), None, "never cached");
+        assert_eq!(states.claim_cached(7, 0, 40), None, "no such block");
+        assert_eq!(states.live(1, 0x100).unwrap().size(), 40);
+        let tag = FreeTag::freed(2, 1 << 56);
+        assert!(!states.release_cached(states.live(1, 0x100).unwrap(), tag, 0x100).unwrap(), "too wide: unchanged");
+        assert!(states.live(1, 0x100).is_ok());
     }
 }

@@ -32,6 +32,7 @@ mod dynamic;
 mod error;
 mod fallback_segments;
 mod fixed;
+mod hot_list;
 mod hybrid;
 mod pool;
 mod pool_spec;

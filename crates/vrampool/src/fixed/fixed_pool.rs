@@ -44,8 +44,9 @@ impl FallbackReason {
 ///
 /// One reservation at construction ([`FixedConfig::block_size`] × [`FixedConfig::block_count`], in whole
 /// units of the backend's [`Backend::segment_unit`]), cut into equal blocks. Allocation and free are O(1)
-/// and take no lock: each thread pops and pushes blocks on a lock-free stack of its own (taking from the
-/// others' when its own is empty), and a block's index is `(addr - base) / block_size`. Each block has a
+/// and take no lock: each thread keeps the blocks it freed last in a short list of its own and takes them
+/// back with one atomic compare-and-swap, the rest on a lock-free stack of its own (taking from the others'
+/// stacks and lists when its own are empty), and a block's index is `(addr - base) / block_size`. Each block has a
 /// state word, so a second free or a foreign or interior address is an error and never touches the free
 /// lists. Requests that no block serves follow [`FixedConfig::fallback`].
 #[derive(Debug)]
@@ -172,14 +173,13 @@ impl Pool for FixedPool {
         }
         let stream_index = self.order.index_of(stream);
         let slot = thread_slot::current();
-        let Some(index) = self.slab.pop(slot) else {
+        let Some((index, tag)) = self.slab.take(slot, stream_index, size) else {
             return self.fallback(request, stream, FallbackReason::Exhausted);
         };
-        if let Err(err) = self.order.order_reuse(&*self.backend, self.slab.free_tag(index), stream_index) {
-            self.slab.push(slot, index);
+        if let Err(err) = self.order.order_reuse(&*self.backend, tag, stream_index) {
+            self.slab.put_back(slot, index, tag);
             return Err(err);
         }
-        self.slab.mark_live(index, stream_index, size);
         self.counters.on_allocate(slot, size);
         Ok(Allocation { addr: self.slab.block_addr(index), size, stream })
     }

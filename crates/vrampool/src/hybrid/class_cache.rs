@@ -3,9 +3,11 @@
 //! in O(1) without a lock.
 //!
 //! Each block has an index below the class's capacity. An index is either empty (no block carved for it),
-//! cached (a free carved block, on a thread slot's stack), or live. Empty indices wait on their own stack
-//! for the next carve. The dynamic region takes every cached block back when it needs memory
-//! ([`ClassCache::drain`]); their indices become empty again.
+//! cached (a free carved block, in a thread slot's [`HotList`] or on its stack), or live. A thread that
+//! holds its slot alone keeps the blocks it frees last in its hot list and takes them back with one
+//! compare-and-swap on the block's state word. Empty indices wait on their own stack for the next carve.
+//! The dynamic region takes every cached block back when it needs memory ([`ClassCache::drain`]); their
+//! indices become empty again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,6 +16,7 @@ use crossbeam_utils::CachePadded;
 use crate::block_stack::BlockStack;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
+use crate::hot_list::HotLists;
 use crate::stream_order::FreeTag;
 use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
 
@@ -28,6 +31,8 @@ pub(crate) struct ClassCache {
     /// Which slots' stacks may hold blocks (a bit per slot), so a thread with an empty stack looks only
     /// where blocks may be.
     cached_slots: AtomicU64,
+    /// Per slot, the blocks its holder freed last (a bound number of them).
+    hot: HotLists,
     empty: BlockStack,
 }
 
@@ -45,6 +50,7 @@ impl ClassCache {
             states,
             cached: (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect(),
             cached_slots: AtomicU64::new(0),
+            hot: HotLists::default(),
             empty,
         }
     }
@@ -59,13 +65,24 @@ impl ClassCache {
         self.capacity
     }
 
-    /// A cached block for the thread in `slot`: its own stack first, then the others'.
+    /// A cached block for the thread in `slot`, made live for a request of `size` bytes on the stream with
+    /// `stream_index`: its own hot list first, then its own stack, then the others' stacks and lists.
+    /// Returns the block's index and the tag it was freed with.
     #[inline]
-    pub(crate) fn take_cached(&self, slot: ThreadSlot) -> Option<u32> {
-        if let Some(index) = self.cached[slot.index].pop(&self.states) {
-            return Some(index);
+    pub(crate) fn take_cached(&self, slot: ThreadSlot, stream_index: usize, size: u64) -> Option<(u32, FreeTag)> {
+        if let Some(taken) = self.hot.take(&self.states, slot, stream_index, size) {
+            return Some(taken);
         }
-        self.steal(slot.index)
+        let index = match self.cached[slot.index].pop(&self.states) {
+            Some(index) => index,
+            None => match self.steal(slot.index) {
+                Some(index) => index,
+                None => return self.hot.take_from_others(&self.states, slot.index, stream_index, size),
+            },
+        };
+        let tag = self.states.free_tag(index);
+        self.states.mark_live(index, stream_index, size);
+        Some((index, tag))
     }
 
     #[cold]
@@ -98,9 +115,29 @@ impl ClassCache {
         self.empty.push(&self.states, index);
     }
 
-    /// Keeps the free block `index` for the thread in `slot`.
+    /// Frees the live block `block` (at `addr`) with `tag` and keeps it for the thread in `slot`: in its hot
+    /// list where the thread holds the slot alone and the list has room, else on its stack. Fails if another
+    /// thread freed it first.
     #[inline]
-    pub(crate) fn cache(&self, slot: ThreadSlot, index: u32) {
+    pub(crate) fn free_block(&self, slot: ThreadSlot, block: LiveBlock, tag: FreeTag, addr: u64) -> Result<()> {
+        if self.hot.free(&self.states, slot, block, tag, addr)? {
+            return Ok(());
+        }
+        self.states.release(block, tag, addr)?;
+        self.cache(slot, block.index);
+        Ok(())
+    }
+
+    /// Frees a block that [`ClassCache::take_cached`] made live but that was not handed out, with the tag
+    /// it had.
+    pub(crate) fn put_back(&self, slot: ThreadSlot, index: u32, tag: FreeTag) {
+        self.states.set_free(index, tag);
+        self.cache(slot, index);
+    }
+
+    /// Keeps the free block `index` on the stack of the thread in `slot`.
+    #[inline]
+    fn cache(&self, slot: ThreadSlot, index: u32) {
         self.cached[slot.index].push(&self.states, index);
         let bit = 1 << slot.index;
         if self.cached_slots.load(Ordering::Relaxed) & bit == 0 {
@@ -119,12 +156,6 @@ impl ClassCache {
         self.states.set_addr(index, addr);
     }
 
-    /// The tag of the stream that last freed block `index`.
-    #[inline]
-    pub(crate) fn free_tag(&self, index: u32) -> FreeTag {
-        self.states.free_tag(index)
-    }
-
     /// Marks block `index` live for a request of `size` bytes on the stream with `stream_index`.
     #[inline]
     pub(crate) fn mark_live(&self, index: u32, stream_index: usize, size: u64) {
@@ -137,12 +168,6 @@ impl ClassCache {
         self.states.live(index, addr)
     }
 
-    /// Marks a live block free with `tag`; fails if another thread freed it first.
-    #[inline]
-    pub(crate) fn release(&self, block: LiveBlock, tag: FreeTag, addr: u64) -> Result<()> {
-        self.states.release(block, tag, addr)
-    }
-
     /// Every live block: `(index, requested size, stream index)`.
     pub(crate) fn live_blocks(&self) -> impl Iterator<Item = (u32, u64, usize)> + '_ {
         self.states.live_blocks()
@@ -152,17 +177,29 @@ impl ClassCache {
     pub(crate) fn drain(&self, out: &mut Vec<(u32, u64, FreeTag)>) {
         for stack in self.cached.iter() {
             while let Some(index) = stack.pop(&self.states) {
-                let addr = self.states.take_addr(index);
-                out.push((index, addr, self.states.free_tag(index)));
-                self.empty.push(&self.states, index);
+                self.empty_out(index, self.states.free_tag(index), out);
+            }
+        }
+        // Entries stay in the lists, stale: the index is no longer cached, and a claim skips it.
+        for index in self.hot.entries() {
+            if let Some(tag) = self.states.uncache(index) {
+                self.empty_out(index, tag, out);
             }
         }
     }
 
-    /// Whether no block is cached (racy).
+    /// Gives the block of the free index `index` (freed with `tag`) to `out` and makes the index empty.
+    fn empty_out(&self, index: u32, tag: FreeTag, out: &mut Vec<(u32, u64, FreeTag)>) {
+        let addr = self.states.take_addr(index);
+        out.push((index, addr, tag));
+        self.empty.push(&self.states, index);
+    }
+
+    /// Whether no block is cached (racy; a stale entry of a hot list counts as a block).
     pub(crate) fn nothing_cached(&self) -> bool {
         let slots = self.cached_slots.load(Ordering::Acquire);
         (0..ALL_SLOTS).filter(|s| slots & (1 << s) != 0).all(|s| self.cached[s].is_empty())
+            && self.hot.entries().next().is_none()
     }
 }
 
@@ -175,7 +212,7 @@ mod tests {
     fn indices_move_between_empty_cached_and_live() {
         let class = ClassCache::new(4096, 2);
         let slot = thread_slot::current();
-        assert_eq!(class.take_cached(slot), None);
+        assert_eq!(class.take_cached(slot, 0, 100), None);
         let a = class.take_empty().unwrap();
         let b = class.take_empty().unwrap();
         assert_eq!(class.take_empty(), None, "capacity reached");
@@ -183,16 +220,23 @@ mod tests {
         class.set_addr(b, 0x3000);
         class.mark_live(a, 0, 100);
         let live = class.live(a, 0x1000).unwrap();
-        class.release(live, FreeTag::freed(0, 1), 0x1000).unwrap();
-        class.cache(slot, a);
+        class.free_block(slot, live, FreeTag::freed(0, 1), 0x1000).unwrap();
+        assert!(class.free_block(slot, live, FreeTag::freed(0, 1), 0x1000).is_err(), "a second free fails");
         assert!(!class.nothing_cached());
-        assert_eq!(class.take_cached(slot), Some(a));
-        class.cache(slot, a);
+        assert_eq!(class.take_cached(slot, 0, 50), Some((a, FreeTag::freed(0, 1))));
+        class.free_block(slot, class.live(a, 0x1000).unwrap(), FreeTag::freed(0, 2), 0x1000).unwrap();
+        // b goes to the stack: made live by a carve that failed elsewhere, put back.
+        class.mark_live(b, 0, 10);
+        class.put_back(slot, b, FreeTag::FRESH);
         let mut drained = Vec::new();
         class.drain(&mut drained);
-        assert_eq!(drained, vec![(a, 0x1000, FreeTag::freed(0, 1))]);
+        drained.sort_unstable_by_key(|d| d.0);
+        let mut expected = vec![(a, 0x1000, FreeTag::freed(0, 2)), (b, 0x3000, FreeTag::FRESH)];
+        expected.sort_unstable_by_key(|d| d.0);
+        assert_eq!(drained, expected);
         assert_eq!(class.addr(a), 0);
+        assert_eq!(class.take_cached(slot, 0, 10), None, "the hot list's entry is stale after the drain");
         assert!(class.nothing_cached());
-        assert_eq!(class.take_empty(), Some(a));
+        assert!(class.take_empty().is_some() && class.take_empty().is_some());
     }
 }

@@ -208,7 +208,7 @@ mod tests {
         core.register(0x7000, 0, index);
         assert!(core.holds(0x7000));
         assert!(!core.holds(0x8000));
-        class.cache(crate::thread_slot::current(), index);
+        class.put_back(crate::thread_slot::current(), index, FreeTag::FRESH);
         assert!(!BlockCache::is_empty(&core));
         let drained = core.drain();
         assert_eq!(drained.len(), 1);

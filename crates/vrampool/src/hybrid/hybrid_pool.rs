@@ -186,12 +186,11 @@ impl HybridPool {
         let slot = thread_slot::current();
         let order = self.dynamic.order();
         let stream_index = order.index_of(stream);
-        if let Some(index) = class.take_cached(slot) {
-            if let Err(err) = order.order_reuse(&**self.dynamic.backend(), class.free_tag(index), stream_index) {
-                class.cache(slot, index);
+        if let Some((index, tag)) = class.take_cached(slot, stream_index, request.size) {
+            if let Err(err) = order.order_reuse(&**self.dynamic.backend(), tag, stream_index) {
+                class.put_back(slot, index, tag);
                 return Err(err);
             }
-            class.mark_live(index, stream_index, request.size);
             return Ok(Some(self.served(core, class, index, request.size, stream, slot)));
         }
         self.carve(core, class_index, class, request, stream, stream_index, slot)
@@ -268,9 +267,8 @@ impl HybridPool {
         let block = class.live(index, addr)?;
         let order = self.dynamic.order();
         let tag = order.tag_free(&**self.dynamic.backend(), block.stream_index())?;
-        class.release(block, tag, addr)?;
         let slot = thread_slot::current();
-        class.cache(slot, index);
+        class.free_block(slot, block, tag, addr)?;
         self.watermark.count(slot, -1, core.total_blocks());
         self.counters.on_free(slot, block.size());
         Ok(())
