@@ -8,7 +8,7 @@
 //! stale and skipped, so no block is ever handed out twice and none is stranded in a list: every cached
 //! block can be claimed by any thread.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -70,11 +70,18 @@ impl HotList {
 #[derive(Debug)]
 pub(crate) struct HotLists {
     lists: Box<[CachePadded<HotList>]>,
+    /// A bit per slot whose list has ever named a block, set by the slot's holder at its first entry and
+    /// never cleared: a thread looking for blocks in other lists reads only those (one cache line each),
+    /// not all 64.
+    used: AtomicU64,
 }
 
 impl Default for HotLists {
     fn default() -> Self {
-        HotLists { lists: (0..ALL_SLOTS).map(|_| CachePadded::new(HotList::default())).collect() }
+        HotLists {
+            lists: (0..ALL_SLOTS).map(|_| CachePadded::new(HotList::default())).collect(),
+            used: AtomicU64::new(0),
+        }
     }
 }
 
@@ -111,10 +118,8 @@ impl HotLists {
         stream_index: usize,
         size: u64,
     ) -> Option<(u32, FreeTag)> {
-        (1..ALL_SLOTS).map(|k| (slot + k) % ALL_SLOTS).find_map(|other| {
-            self.lists[other]
-                .entries()
-                .find_map(|index| states.claim_cached(index, stream_index, size).map(|tag| (index, tag)))
+        self.used_lists(1 << slot).find_map(|list| {
+            list.entries().find_map(|index| states.claim_cached(index, stream_index, size).map(|tag| (index, tag)))
         })
     }
 
@@ -139,12 +144,26 @@ impl HotLists {
         }
         let pushed = list.push(block.index);
         debug_assert!(pushed, "only the slot's holder fills its list");
+        let bit = 1 << slot.index;
+        if self.used.load(Ordering::Relaxed) & bit == 0 {
+            self.used.fetch_or(bit, Ordering::Release);
+        }
         Ok(true)
+    }
+
+    /// The lists that have ever named a block, but those of the slots in `skip` (a bit per slot).
+    fn used_lists(&self, skip: u64) -> impl Iterator<Item = &HotList> + '_ {
+        let mut slots = self.used.load(Ordering::Acquire) & !skip;
+        std::iter::from_fn(move || {
+            let slot = (slots != 0).then(|| slots.trailing_zeros() as usize)?;
+            slots &= slots - 1;
+            Some(&*self.lists[slot])
+        })
     }
 
     /// Every entry of every list (any may be stale).
     pub(crate) fn entries(&self) -> impl Iterator<Item = u32> + '_ {
-        self.lists.iter().flat_map(|list| list.entries())
+        self.used_lists(0).flat_map(HotList::entries)
     }
 }
 
