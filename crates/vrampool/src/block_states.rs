@@ -157,6 +157,13 @@ impl BlockStates {
         None
     }
 
+    /// Whether block `index` is cached (named in a hot list and not claimed).
+    pub(crate) fn is_cached(&self, index: u32) -> bool {
+        self.blocks
+            .get(index as usize)
+            .is_some_and(|slot| slot.state.load(Ordering::Relaxed) & (LIVE | CACHED) == CACHED)
+    }
+
     /// Takes block `index` out of the cached state if it is cached, leaving it free (state 0); returns the
     /// tag it was freed with. `None` where it is not cached.
     pub(crate) fn uncache(&self, index: u32) -> Option<FreeTag> {
