@@ -129,14 +129,18 @@ impl DevicePools {
 
     /// The pool of device `ordinal`, or why there is none: the config error where the config is refused,
     /// else that no allocation has made it yet.
+    #[inline]
     pub(crate) fn existing_or_why(&self, function: &'static str, ordinal: usize) -> Result<&BackedPool, CapiError> {
-        if let Some(pool) = self.existing(ordinal) {
-            return Ok(pool);
+        match self.existing(ordinal) {
+            Some(pool) => Ok(pool),
+            None => Err(self.why_none(function, ordinal)),
         }
-        if let Some(err) = self.config_error(ordinal) {
-            return Err(err);
-        }
-        Err(CapiError::NoDevicePool { function, device: ordinal })
+    }
+
+    /// Why device `ordinal` has no pool. Out of line: every free and stats call looks the pool up first.
+    #[cold]
+    fn why_none(&self, function: &'static str, ordinal: usize) -> CapiError {
+        self.config_error(ordinal).unwrap_or(CapiError::NoDevicePool { function, device: ordinal })
     }
 
     /// Every pool made so far, with its ordinal.

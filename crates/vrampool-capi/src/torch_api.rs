@@ -93,13 +93,9 @@ pub extern "C" fn vrampool_torch_free(ptr: *mut c_void, size: usize, device: c_i
             return Ok(());
         }
         let ordinal = DevicePools::ordinal(FUNCTION, device)?;
-        let freed = match DEVICE_POOLS.existing(ordinal) {
-            Some(pool) => pool.free(ptr.addr() as u64),
-            None => DEVICE_POOLS.existing_or_why(FUNCTION, ordinal).map(|_| ()),
-        };
-        freed.inspect_err(|err| {
-            note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err);
-        })
+        DEVICE_POOLS.existing_or_why(FUNCTION, ordinal).and_then(|pool| pool.free(ptr.addr() as u64)).inspect_err(
+            |err| note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err),
+        )
     });
 }
 
