@@ -141,20 +141,7 @@ impl BlockStates {
     /// a hot list: the block was claimed by another thread, and may be live or free elsewhere).
     #[inline]
     pub(crate) fn claim_cached(&self, index: u32, stream_index: usize, size: u64) -> Option<FreeTag> {
-        let slot = self.blocks.get(index as usize)?;
-        let mut state = slot.state.load(Ordering::Relaxed);
-        while state & (LIVE | CACHED) == CACHED {
-            match slot.state.compare_exchange_weak(
-                state,
-                live_state(stream_index, size),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(cached_tag(state)),
-                Err(current) => state = current,
-            }
-        }
-        None
+        self.leave_cache(index, live_state(stream_index, size))
     }
 
     /// Whether block `index` is cached (named in a hot list and not claimed).
@@ -167,15 +154,31 @@ impl BlockStates {
     /// Takes block `index` out of the cached state if it is cached, leaving it free (state 0); returns the
     /// tag it was freed with. `None` where it is not cached.
     pub(crate) fn uncache(&self, index: u32) -> Option<FreeTag> {
+        self.leave_cache(index, 0)
+    }
+
+    /// Moves block `index` from the cached state to the state word `next` if it is cached; returns the tag
+    /// it was freed with. `None` where it is not cached (or there is no such block).
+    #[inline]
+    fn leave_cache(&self, index: u32, next: u64) -> Option<FreeTag> {
         let slot = self.blocks.get(index as usize)?;
         let mut state = slot.state.load(Ordering::Relaxed);
         while state & (LIVE | CACHED) == CACHED {
-            match slot.state.compare_exchange_weak(state, 0, Ordering::AcqRel, Ordering::Relaxed) {
+            match slot.state.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => return Some(cached_tag(state)),
                 Err(current) => state = current,
             }
         }
         None
+    }
+
+    /// Makes block `index`, just popped from a free stack, live for a request of `size` bytes on the stream
+    /// with `stream_index`; returns the tag it was freed with.
+    #[inline]
+    pub(crate) fn make_popped_live(&self, index: u32, stream_index: usize, size: u64) -> FreeTag {
+        let tag = self.free_tag(index);
+        self.mark_live(index, stream_index, size);
+        tag
     }
 
     /// Marks a block that was made live but not handed out free again, with `tag`, for a stack.

@@ -90,15 +90,7 @@ impl Slab {
             Some(index) => index,
             None => return self.steal(slot.index, stream_index, size),
         };
-        Some((index, self.popped_live(index, stream_index, size)))
-    }
-
-    /// Makes a block popped from a stack live; returns the tag it was freed with.
-    #[inline]
-    fn popped_live(&self, index: u32, stream_index: usize, size: u64) -> FreeTag {
-        let tag = self.states.free_tag(index);
-        self.states.mark_live(index, stream_index, size);
-        tag
+        Some((index, self.states.make_popped_live(index, stream_index, size)))
     }
 
     /// [`Slab::take`] when the slot's own list and stack are empty: the shared stack, the other slots'
@@ -112,7 +104,7 @@ impl Slab {
                 .find_map(|other| self.stacks[other].pop(&self.states))
         });
         if let Some(index) = popped {
-            return Some((index, self.popped_live(index, stream_index, size)));
+            return Some((index, self.states.make_popped_live(index, stream_index, size)));
         }
         self.hot.take_from_others(&self.states, slot, stream_index, size)
     }

@@ -80,9 +80,7 @@ impl ClassCache {
                 None => return self.hot.take_from_others(&self.states, slot.index, stream_index, size),
             },
         };
-        let tag = self.states.free_tag(index);
-        self.states.mark_live(index, stream_index, size);
-        Some((index, tag))
+        Some((index, self.states.make_popped_live(index, stream_index, size)))
     }
 
     #[cold]
