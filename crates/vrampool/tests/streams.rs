@@ -5,7 +5,8 @@ mod common;
 use std::sync::Arc;
 
 use vrampool::{
-    Cap, DynamicConfig, DynamicPool, FixedConfig, FixedPool, MIB, Pool, SimDevice, StreamId, VirtualMemory,
+    Cap, ClassSpec, DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB, Pool, SimDevice,
+    StreamId, VirtualMemory,
 };
 
 const S1: StreamId = StreamId(0x1000);
@@ -17,6 +18,19 @@ fn pools(device: &Arc<SimDevice>) -> Vec<Arc<dyn Pool>> {
         Arc::new(FixedPool::new(device.clone(), FixedConfig::default().block_size(MIB).block_count(4)).unwrap()),
         Arc::new(DynamicPool::new(device.clone(), dynamic(VirtualMemory::Off)).unwrap()),
         Arc::new(DynamicPool::new(device.clone(), dynamic(VirtualMemory::Auto)).unwrap()),
+        // A class serves the 4 KiB requests: the core's cached blocks follow the same rules.
+        Arc::new(
+            HybridPool::new(
+                device.clone(),
+                HybridConfig {
+                    classes: vec![ClassSpec { block_size: 4096, block_count: 4 }],
+                    deterministic: true,
+                    dynamic: dynamic(VirtualMemory::Auto),
+                    ..HybridConfig::default()
+                },
+            )
+            .unwrap(),
+        ),
     ]
 }
 
@@ -40,7 +54,7 @@ fn reuse_on_the_same_stream_needs_nothing() {
 /// free came before or after the pool first saw S2.
 #[test]
 fn reuse_on_another_stream_waits_for_the_freeing_stream() {
-    for pool_index in 0..3 {
+    for pool_index in 0..4 {
         let device = Arc::new(SimDevice::default());
         let pool = pools(&device).swap_remove(pool_index);
         let name = pool.strategy();

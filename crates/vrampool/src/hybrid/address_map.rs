@@ -25,11 +25,19 @@ pub(crate) const MAX_SLOTS: usize = 1 << 22;
 /// An empty cell's key (no block has address 0).
 const EMPTY: u64 = 0;
 
+/// One cell of the table: a block's address and its packed `(class, index)`, side by side so that a
+/// lookup reads one cache line, not two.
+#[derive(Debug, Default)]
+#[repr(C, align(16))]
+struct Cell {
+    key: AtomicU64,
+    value: AtomicU64,
+}
+
 /// Block address to `(class, index)`.
 #[derive(Debug)]
 pub(crate) struct AddressMap {
-    keys: Box<[AtomicU64]>,
-    values: Box<[AtomicU64]>,
+    cells: Box<[Cell]>,
     /// Shift that keeps the top bits of the hash: 64 - log2(cells).
     shift: u32,
     /// Even while no writer is changing the table.
@@ -56,8 +64,7 @@ impl AddressMap {
     pub(crate) fn with_capacity(entries: u64) -> Self {
         let cells = (entries.saturating_mul(2).max(16) as usize).next_power_of_two().min(MAX_SLOTS);
         AddressMap {
-            keys: (0..cells).map(|_| AtomicU64::new(EMPTY)).collect(),
-            values: (0..cells).map(|_| AtomicU64::new(0)).collect(),
+            cells: (0..cells).map(|_| Cell::default()).collect(),
             shift: 64 - cells.trailing_zeros(),
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(0),
@@ -68,7 +75,7 @@ impl AddressMap {
 
     #[inline]
     fn mask(&self) -> usize {
-        self.keys.len() - 1
+        self.cells.len() - 1
     }
 
     /// The first cell to probe for `addr` (Fibonacci hashing of the address's 256-byte unit).
@@ -104,7 +111,7 @@ impl AddressMap {
     #[inline]
     fn probe(&self, addr: u64) -> Option<(u32, u32)> {
         let cell = self.locate(addr).ok()?;
-        Some(unpack(self.values[cell].load(Ordering::Relaxed)))
+        Some(unpack(self.cells[cell].value.load(Ordering::Relaxed)))
     }
 
     /// The cell holding `addr` (`Ok`), or the empty cell where its probe ends (`Err`). A probe visits each
@@ -115,8 +122,8 @@ impl AddressMap {
     fn locate(&self, addr: u64) -> Result<usize, usize> {
         let mask = self.mask();
         let mut cell = self.home(addr);
-        for _ in 0..self.keys.len() {
-            let key = self.keys[cell].load(Ordering::Relaxed);
+        for _ in 0..self.cells.len() {
+            let key = self.cells[cell].key.load(Ordering::Relaxed);
             if key == addr {
                 return Ok(cell);
             }
@@ -135,18 +142,18 @@ impl AddressMap {
         self.write(|| {
             let cell = match self.locate(addr) {
                 Ok(cell) => {
-                    self.values[cell].store(pack(class, index), Ordering::Relaxed);
+                    self.cells[cell].value.store(pack(class, index), Ordering::Relaxed);
                     return;
                 }
                 Err(empty) => empty,
             };
-            if self.len.load(Ordering::Relaxed) * 2 >= self.keys.len() {
+            if self.len.load(Ordering::Relaxed) * 2 >= self.cells.len() {
                 spill.insert(addr, pack(class, index));
                 self.spilled.store(spill.len(), Ordering::Release);
                 return;
             }
-            self.values[cell].store(pack(class, index), Ordering::Relaxed);
-            self.keys[cell].store(addr, Ordering::Relaxed);
+            self.cells[cell].value.store(pack(class, index), Ordering::Relaxed);
+            self.cells[cell].key.store(addr, Ordering::Relaxed);
             self.len.fetch_add(1, Ordering::Relaxed);
             // An earlier entry for the address may have spilled while the table was full: the table's
             // entry replaces it.
@@ -177,7 +184,7 @@ impl AddressMap {
         let mut cell = hole;
         loop {
             cell = (cell + 1) & mask;
-            let key = self.keys[cell].load(Ordering::Relaxed);
+            let key = self.cells[cell].key.load(Ordering::Relaxed);
             if key == EMPTY {
                 break;
             }
@@ -185,12 +192,12 @@ impl AddressMap {
             let home = self.home(key);
             let stays = if hole <= cell { hole < home && home <= cell } else { hole < home || home <= cell };
             if !stays {
-                self.keys[hole].store(key, Ordering::Relaxed);
-                self.values[hole].store(self.values[cell].load(Ordering::Relaxed), Ordering::Relaxed);
+                self.cells[hole].key.store(key, Ordering::Relaxed);
+                self.cells[hole].value.store(self.cells[cell].value.load(Ordering::Relaxed), Ordering::Relaxed);
                 hole = cell;
             }
         }
-        self.keys[hole].store(EMPTY, Ordering::Relaxed);
+        self.cells[hole].key.store(EMPTY, Ordering::Relaxed);
         self.len.fetch_sub(1, Ordering::Relaxed);
         true
     }
@@ -237,7 +244,7 @@ mod tests {
     #[test]
     fn removal_inside_a_collision_chain_keeps_the_chain() {
         let map = AddressMap::with_capacity(8);
-        let cells = map.keys.len() as u64;
+        let cells = map.cells.len() as u64;
         // Addresses whose home cell is the last one, then the first: chains wrap around.
         let mut wrapping = Vec::new();
         let mut unit = 1u64;
@@ -263,7 +270,7 @@ mod tests {
     #[test]
     fn entries_past_the_load_bound_spill_and_are_found() {
         let map = AddressMap::with_capacity(4);
-        let cells = map.keys.len();
+        let cells = map.cells.len();
         let addrs: Vec<u64> = (1..=cells as u64).map(|i| i << 12).collect();
         for (i, &addr) in addrs.iter().enumerate() {
             map.insert(addr, 1, i as u32);
@@ -282,7 +289,7 @@ mod tests {
     #[test]
     fn a_spilled_address_recorded_again_leaves_no_stale_entry() {
         let map = AddressMap::with_capacity(4);
-        let cells = map.keys.len() as u64;
+        let cells = map.cells.len() as u64;
         let fill: Vec<u64> = (1..=cells / 2).map(|i| i << 12).collect();
         for &addr in &fill {
             map.insert(addr, 0, 0);

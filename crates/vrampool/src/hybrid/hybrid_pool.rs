@@ -172,10 +172,29 @@ impl HybridPool {
         let _ = self.core.set(core);
     }
 
-    /// Serves a request from class `class_index`; `None` when the class is full (or the region has no
-    /// memory for a new block of it: the request then goes to the region at its own size).
+    /// Serves a request from class `class_index` when a cached block can be reused on `stream` at once:
+    /// the common case, kept small so that nothing larger than an address passes through it. `None`
+    /// leaves the rest to [`HybridPool::allocate_in_class`].
     #[inline]
-    fn allocate_in(
+    fn reuse_cached(&self, core: &Core, class: &ClassCache, size: u64, stream: StreamId) -> Option<u64> {
+        let slot = thread_slot::current();
+        let stream_index = self.dynamic.order().index_of(stream);
+        let (index, tag) = class.take_cached(slot, stream_index, size)?;
+        if !tag.reusable_on(stream_index) {
+            // Another stream freed it: ordering the reuse may wait or fail, out of line.
+            class.put_back(slot, index, tag);
+            return None;
+        }
+        self.served(core, size, slot);
+        Some(class.addr(index))
+    }
+
+    /// Serves a request from class `class_index` when [`HybridPool::reuse_cached`] could not: a cached
+    /// block from another stream (its reuse ordered), or a block newly carved from the region. `None` when
+    /// the class is full (or the region has no memory for a new block of it: the request then goes to
+    /// the region at its own size).
+    #[cold]
+    fn allocate_in_class(
         &self,
         core: &Core,
         class_index: u32,
@@ -191,7 +210,8 @@ impl HybridPool {
                 class.put_back(slot, index, tag);
                 return Err(err);
             }
-            return Ok(Some(self.served(core, class, index, request.size, stream, slot)));
+            self.served(core, request.size, slot);
+            return Ok(Some(Allocation { addr: class.addr(index), size: request.size, stream }));
         }
         self.carve(core, class_index, class, request, stream, stream_index, slot)
     }
@@ -216,7 +236,8 @@ impl HybridPool {
                 core.register(block.addr, class_index, index);
                 self.carves.fetch_add(1, Ordering::Relaxed);
                 class.mark_live(index, stream_index, request.size);
-                Ok(Some(self.served(core, class, index, request.size, stream, slot)))
+                self.served(core, request.size, slot);
+                Ok(Some(Allocation { addr: block.addr, size: request.size, stream }))
             }
             Err(err) => {
                 class.give_back_empty(index);
@@ -225,19 +246,11 @@ impl HybridPool {
         }
     }
 
+    /// Counts a block the core served to the thread in `slot`.
     #[inline]
-    fn served(
-        &self,
-        core: &Core,
-        class: &ClassCache,
-        index: u32,
-        size: u64,
-        stream: StreamId,
-        slot: thread_slot::ThreadSlot,
-    ) -> Allocation {
+    fn served(&self, core: &Core, size: u64, slot: thread_slot::ThreadSlot) {
         self.watermark.count(slot, 1, core.total_blocks());
         self.counters.on_allocate(slot, size);
-        Allocation { addr: class.addr(index), size, stream }
     }
 
     #[cold]
@@ -289,10 +302,15 @@ impl Pool for HybridPool {
         let request = Request::new(size, alignment)?;
         let route = match self.core.get() {
             Some(core) => match core.class_for(request.span, request.align) {
-                Some((class_index, class)) => match self.allocate_in(core, class_index, class, request, stream)? {
-                    Some(allocation) => return Ok(allocation),
-                    None => Route::ClassFull,
-                },
+                Some((class_index, class)) => {
+                    if let Some(addr) = self.reuse_cached(core, class, size, stream) {
+                        return Ok(Allocation { addr, size, stream });
+                    }
+                    match self.allocate_in_class(core, class_index, class, request, stream)? {
+                        Some(allocation) => return Ok(allocation),
+                        None => Route::ClassFull,
+                    }
+                }
                 None => Route::NoClass,
             },
             None if self.learning.load(Ordering::Acquire) => Route::WarmUp,
