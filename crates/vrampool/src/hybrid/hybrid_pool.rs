@@ -261,18 +261,26 @@ impl HybridPool {
         stream: StreamId,
         route: Route,
     ) -> Result<Allocation> {
-        let allocation = self.dynamic.allocate(request.size, alignment, stream)?;
+        // The region's answer is handed back as it is, not taken apart and built again: copying a Result
+        // this large cost failed store forwards on every region allocation.
+        let result = self.dynamic.allocate(request.size, alignment, stream);
+        let Ok(allocation) = &result else { return result };
         self.routes[route as usize].fetch_add(1, Ordering::Relaxed);
         self.counters.on_allocate(thread_slot::current(), request.size);
         if route == Route::WarmUp {
-            let mut learner = self.learner.lock();
-            let seen = learner.as_mut().map(|l| l.allocated(allocation.addr, request.span));
-            drop(learner);
-            if seen.is_some_and(|seen| seen >= self.config.warmup_requests) {
-                self.freeze();
-            }
+            self.learn(allocation.addr, request.span);
         }
-        Ok(allocation)
+        result
+    }
+
+    /// Counts a warm-up request for the learner; learns the classes once enough were seen.
+    fn learn(&self, addr: u64, span: u64) {
+        let mut learner = self.learner.lock();
+        let seen = learner.as_mut().map(|l| l.allocated(addr, span));
+        drop(learner);
+        if seen.is_some_and(|seen| seen >= self.config.warmup_requests) {
+            self.freeze();
+        }
     }
 
     #[inline]
