@@ -19,6 +19,7 @@ use crate::request::Request;
 use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
+use crate::stream_order::FreeTag;
 use crate::thread_slot;
 use crate::units::MIN_BLOCK;
 
@@ -172,28 +173,13 @@ impl HybridPool {
         let _ = self.core.set(core);
     }
 
-    /// Serves a request from class `class_index` when a cached block can be reused on `stream` at once:
-    /// the common case, kept small so that nothing larger than an address passes through it. `None`
-    /// leaves the rest to [`HybridPool::allocate_in_class`].
-    #[inline]
-    fn reuse_cached(&self, core: &Core, class: &ClassCache, size: u64, stream: StreamId) -> Option<u64> {
-        let slot = thread_slot::current();
-        let stream_index = self.dynamic.order().index_of(stream);
-        let (index, tag) = class.take_cached(slot, stream_index, size)?;
-        if !tag.reusable_on(stream_index) {
-            // Another stream freed it: ordering the reuse may wait or fail, out of line.
-            class.put_back(slot, index, tag);
-            return None;
-        }
-        self.served(core, size, slot);
-        Some(class.addr(index))
-    }
-
-    /// Serves a request from class `class_index` when [`HybridPool::reuse_cached`] could not: a cached
-    /// block from another stream (its reuse ordered), or a block newly carved from the region. `None` when
-    /// the class is full (or the region has no memory for a new block of it: the request then goes to
-    /// the region at its own size).
+    /// Serves a request from class `class_index` that the fast path of [`Pool::allocate`] could not:
+    /// `cached` is the block it took from the class, freed on another stream (its reuse is ordered here),
+    /// or `None` when the class had none cached (a block is carved from the region). `None` when the class
+    /// is full (or the region has no memory for a new block of it: the request then goes to the region at
+    /// its own size).
     #[cold]
+    #[allow(clippy::too_many_arguments)]
     fn allocate_in_class(
         &self,
         core: &Core,
@@ -201,12 +187,12 @@ impl HybridPool {
         class: &ClassCache,
         request: Request,
         stream: StreamId,
+        slot: thread_slot::ThreadSlot,
+        stream_index: usize,
+        cached: Option<(u32, FreeTag)>,
     ) -> Result<Option<Allocation>> {
-        let slot = thread_slot::current();
-        let order = self.dynamic.order();
-        let stream_index = order.index_of(stream);
-        if let Some((index, tag)) = class.take_cached(slot, stream_index, request.size) {
-            if let Err(err) = order.order_reuse(&**self.dynamic.backend(), tag, stream_index) {
+        if let Some((index, tag)) = cached {
+            if let Err(err) = self.dynamic.order().order_reuse(&**self.dynamic.backend(), tag, stream_index) {
                 class.put_back(slot, index, tag);
                 return Err(err);
             }
@@ -311,10 +297,28 @@ impl Pool for HybridPool {
         let route = match self.core.get() {
             Some(core) => match core.class_for(request.span, request.align) {
                 Some((class_index, class)) => {
-                    if let Some(addr) = self.reuse_cached(core, class, size, stream) {
-                        return Ok(Allocation { addr, size, stream });
+                    // The common case, kept small so that nothing larger than an address passes through
+                    // it (a nested Result here cost failed store forwards on every allocation): a cached
+                    // block that this stream may reuse at once.
+                    let slot = thread_slot::current();
+                    let stream_index = self.dynamic.order().index_of(stream);
+                    let cached = class.take_cached(slot, stream_index, size);
+                    if let Some((index, tag)) = cached
+                        && tag.reusable_on(stream_index)
+                    {
+                        self.served(core, size, slot);
+                        return Ok(Allocation { addr: class.addr(index), size, stream });
                     }
-                    match self.allocate_in_class(core, class_index, class, request, stream)? {
+                    match self.allocate_in_class(
+                        core,
+                        class_index,
+                        class,
+                        request,
+                        stream,
+                        slot,
+                        stream_index,
+                        cached,
+                    )? {
                         Some(allocation) => return Ok(allocation),
                         None => Route::ClassFull,
                     }
