@@ -73,12 +73,8 @@ impl ClassCache {
         if let Some(taken) = self.hot.take(&self.states, slot, stream_index, size) {
             return Some(taken);
         }
-        let index = match self.cached[slot.index].pop(&self.states) {
-            Some(index) => index,
-            None => match self.steal(slot.index) {
-                Some(index) => index,
-                None => return self.hot.take_from_others(&self.states, slot.index, stream_index, size),
-            },
+        let Some(index) = self.cached[slot.index].pop(&self.states).or_else(|| self.steal(slot.index)) else {
+            return self.hot.take_from_others(&self.states, slot.index, stream_index, size);
         };
         Some((index, self.states.make_popped_live(index, stream_index, size)))
     }
