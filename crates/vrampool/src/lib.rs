@@ -40,6 +40,7 @@ mod range_allocator;
 mod report;
 mod request;
 mod slab;
+mod slot_tallies;
 mod stats;
 mod stats_counters;
 mod stream;

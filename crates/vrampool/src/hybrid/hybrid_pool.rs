@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SizeClassReport};
 use crate::request::Request;
+use crate::slot_tallies::SlotTallies;
 use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
@@ -72,7 +73,8 @@ pub struct HybridPool {
     learned: OnceLock<LearnedClasses>,
     watermark: Watermark,
     counters: StatsCounters,
-    routes: [AtomicU64; 3],
+    /// Requests the region served, by [`Route`].
+    routes: SlotTallies<3>,
     /// Class blocks carved from the region (requests served by a class but not by a cached block).
     carves: AtomicU64,
 }
@@ -137,7 +139,7 @@ impl HybridPool {
     pub fn core_hits(&self) -> u64 {
         // Derived rather than counted: a shared counter written on every hit would be the one cache line
         // all threads fight over.
-        let region: u64 = self.routes.iter().map(|r| r.load(Ordering::Relaxed)).sum();
+        let region: u64 = Route::ALL.iter().map(|&r| self.routes.total(r as usize)).sum();
         let carves = self.carves.load(Ordering::Relaxed);
         self.counters.read().allocations.saturating_sub(region + carves)
     }
@@ -251,8 +253,9 @@ impl HybridPool {
         // this large cost failed store forwards on every region allocation.
         let result = self.dynamic.allocate(request.size, alignment, stream);
         let Ok(allocation) = &result else { return result };
-        self.routes[route as usize].fetch_add(1, Ordering::Relaxed);
-        self.counters.on_allocate(thread_slot::current(), request.size);
+        let slot = thread_slot::current();
+        self.routes.count(slot, route as usize);
+        self.counters.on_allocate(slot, request.size);
         if route == Route::WarmUp {
             self.learn(allocation.addr, request.span);
         }
@@ -353,7 +356,7 @@ impl Pool for HybridPool {
         let reading = self.counters.read();
         let fallback_reasons = Route::ALL
             .iter()
-            .map(|&r| (r.name().to_string(), self.routes[r as usize].load(Ordering::Relaxed)))
+            .map(|&r| (r.name().to_string(), self.routes.total(r as usize)))
             .filter(|&(_, n)| n > 0)
             .collect();
         PoolStats {
@@ -362,7 +365,7 @@ impl Pool for HybridPool {
             active_allocations: reading.allocations - reading.frees,
             allocations: reading.allocations,
             frees: reading.frees,
-            fallbacks: self.routes.iter().map(|r| r.load(Ordering::Relaxed)).sum(),
+            fallbacks: Route::ALL.iter().map(|&r| self.routes.total(r as usize)).sum(),
             fallback_reasons,
             ..region
         }
