@@ -39,9 +39,11 @@ pub(crate) struct Core {
     /// starts its search there. A binary search over 100 classes is a chain of 7 dependent loads, the most
     /// expensive step of an allocation under churn; this is one load and a step or two.
     first_in_bin: Box<[u32]>,
+    /// Per class, the smallest span its block serves within the waste bound, so that the check is one
+    /// comparison (the bound's own test multiplies in floating point).
+    smallest_served: Box<[u64]>,
     /// Block address to (class, index).
     blocks: AddressMap,
-    waste: WasteBound,
     total_blocks: u64,
 }
 
@@ -64,7 +66,15 @@ impl Core {
                 u32::try_from(first).unwrap_or(u32::MAX)
             })
             .collect();
-        Core { classes, sizes, first_in_bin, blocks: AddressMap::with_capacity(total_blocks), waste, total_blocks }
+        let smallest_served = sizes.iter().map(|&size| waste.smallest_served(size)).collect();
+        Core {
+            classes,
+            sizes,
+            first_in_bin,
+            smallest_served,
+            blocks: AddressMap::with_capacity(total_blocks),
+            total_blocks,
+        }
     }
 
     /// Every class, by block size.
@@ -96,7 +106,7 @@ impl Core {
             }
         }
         let class = self.classes.get(index)?;
-        self.waste.serves(class.block_size(), span).then_some((index as u32, class))
+        (span >= self.smallest_served[index]).then_some((index as u32, class))
     }
 
     /// Records a block carved for `class` at `index`.

@@ -18,6 +18,17 @@ impl WasteBound {
     pub(crate) fn serves(self, block: u64, span: u64) -> bool {
         block >= span && (block - span <= self.floor || block as f64 <= span as f64 * (1.0 + self.fraction))
     }
+
+    /// The smallest span a block of `block` bytes serves (a block serves every span from it up to `block`).
+    pub(crate) fn smallest_served(self, block: u64) -> u64 {
+        // `serves(block, span)` only turns from false to true as `span` grows towards `block`.
+        let (mut lo, mut hi) = (0, block);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.serves(block, mid) { hi = mid } else { lo = mid + 1 }
+        }
+        lo
+    }
 }
 
 #[cfg(test)]
@@ -36,5 +47,18 @@ mod tests {
         assert!(!with_floor.serves(1 << 20, (1 << 20) - (32 << 10)), "3% of 992 KiB is under 32 KiB");
         assert!(with_floor.serves(64 << 20, 63 << 20), "1.6% is under 3%");
         assert!(!with_floor.serves(256, 512));
+    }
+
+    #[test]
+    fn the_smallest_span_served_is_where_serving_starts() {
+        for bound in [WasteBound { fraction: 0.125, floor: 0 }, WasteBound { fraction: 0.03, floor: 16 << 10 }] {
+            for block in [256, 1024, 1152, 16 << 10, 20 << 10, 1 << 20, (4 << 20) + 768, 64 << 20] {
+                let smallest = bound.smallest_served(block);
+                assert!(bound.serves(block, smallest), "{bound:?} {block}");
+                assert!(smallest == 0 || !bound.serves(block, smallest - 1), "{bound:?} {block}");
+            }
+        }
+        assert_eq!(WasteBound { fraction: 0.125, floor: 0 }.smallest_served(1152), 1024);
+        assert_eq!(WasteBound { fraction: 0.03, floor: 16 << 10 }.smallest_served(16 << 10), 0);
     }
 }

@@ -97,28 +97,34 @@ impl Watermark {
     #[inline]
     pub(crate) fn count(&self, slot: ThreadSlot, delta: i64, total_blocks: u64) {
         let slot_use = &self.slots[slot.index];
-        if !slot_use.named.load(Ordering::Relaxed) {
-            self.name_slot(slot.index);
-        }
         if slot.exclusive {
-            slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+            // A slot's countdown starts at 0: its first count takes the due path, which names the slot.
             let countdown = slot_use.countdown.load(Ordering::Relaxed);
             if countdown > 0 {
+                slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
                 slot_use.countdown.store(countdown - 1, Ordering::Relaxed);
                 return;
             }
+        }
+        self.count_and_check(slot, delta, total_blocks);
+    }
+
+    /// [`Watermark::count`] when a check is due (or the slot is shared): names the slot before its first
+    /// count lands, so that no check misses it, counts, and checks.
+    #[cold]
+    fn count_and_check(&self, slot: ThreadSlot, delta: i64, total_blocks: u64) {
+        let slot_use = &self.slots[slot.index];
+        if !slot_use.named.load(Ordering::Relaxed) {
+            self.used_slots.fetch_or(1 << slot.index, Ordering::AcqRel);
+            slot_use.named.store(true, Ordering::Release);
+        }
+        if slot.exclusive {
+            slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
             slot_use.countdown.store(CHECK_INTERVAL - 1, Ordering::Relaxed);
         } else {
             slot_use.live.fetch_add(delta, Ordering::Relaxed);
         }
         self.check(total_blocks);
-    }
-
-    /// Adds `index` to the slots a check sums (before its first count lands, so none is missed).
-    #[cold]
-    fn name_slot(&self, index: usize) {
-        self.used_slots.fetch_or(1 << index, Ordering::AcqRel);
-        self.slots[index].named.store(true, Ordering::Release);
     }
 
     #[cold]
