@@ -93,6 +93,13 @@ impl Slab {
         Some((index, self.states.make_popped_live(index, stream_index, size)))
     }
 
+    /// A block from the hot list of the thread in `slot` only (where it holds the slot alone), made live as
+    /// [`Slab::take`] does; `None` where the list has none.
+    #[inline(always)]
+    pub(crate) fn take_hot(&self, slot: ThreadSlot, stream_index: usize, size: u64) -> Option<(u32, FreeTag)> {
+        self.hot.take(&self.states, slot, stream_index, size)
+    }
+
     /// [`Slab::take`] when the slot's own list and stack are empty: the shared stack, the other slots'
     /// stacks, then the blocks other slots keep in their hot lists.
     #[cold]
@@ -141,6 +148,14 @@ impl Slab {
         self.states.release(block, tag, addr)?;
         self.stacks[slot.index].push(&self.states, block.index);
         Ok(())
+    }
+
+    /// Frees a live block into the hot list of the thread in `slot`, as [`Slab::release`] does when the
+    /// thread holds its slot alone and the list has room; `false`, with nothing changed, otherwise (another
+    /// thread having freed the block first included: [`Slab::release`] reports that).
+    #[inline(always)]
+    pub(crate) fn release_hot(&self, slot: ThreadSlot, block: LiveBlock, tag: FreeTag, addr: u64) -> bool {
+        matches!(self.hot.free(&self.states, slot, block, tag, addr), Ok(true))
     }
 
     /// Every live block: `(index, requested size, stream index)`.

@@ -98,7 +98,7 @@ pub(crate) struct CounterReading {
 
 impl StatsCounters {
     /// Counts an allocation of `bytes` requested bytes by the thread in `slot`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn on_allocate(&self, slot: ThreadSlot, bytes: u64) {
         let counts = &self.slots[slot.index];
         bump(&counts.allocations, slot.exclusive);
@@ -120,7 +120,7 @@ impl StatsCounters {
     }
 
     /// Counts a free of an allocation of `bytes` requested bytes by the thread in `slot`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn on_free(&self, slot: ThreadSlot, bytes: u64) {
         let counts = &self.slots[slot.index];
         bump(&counts.frees, slot.exclusive);

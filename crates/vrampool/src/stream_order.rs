@@ -169,6 +169,13 @@ impl StreamOrder {
         self.record_free(backend, index)
     }
 
+    /// [`StreamOrder::tag_free`] while the pool has seen one stream (no event is recorded): the caller
+    /// checked [`StreamOrder::is_multi_stream`].
+    #[inline]
+    pub(crate) fn single_stream_tag(&self, index: usize) -> FreeTag {
+        FreeTag::freed(index, self.next_seq.load(Ordering::Relaxed))
+    }
+
     #[cold]
     fn record_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
         if index == OVERFLOW {
