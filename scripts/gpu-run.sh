@@ -8,8 +8,9 @@
 #                                             threads; PyTorch's caching allocator against the C ABI)
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
-#                                             cudamallocasync, nocache), 3 runs each, PyTorch's default once more
-#                                             for its own spread. A workload too long for one call runs in several
+#                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
+#                                             each (each round starting one mode later), PyTorch's default once
+#                                             more for its own spread. A workload too long for one call runs in several
 #                                             with a few modes each; `scripts/pytorch-e2e.py report --out DIR`
 #                                             merges their runs.jsonl into one table.
 #

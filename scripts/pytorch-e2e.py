@@ -29,8 +29,9 @@ Commands:
           (generation), peak reserved and allocated bytes (vrampool: its own stats; PyTorch:
           torch.cuda.max_memory_reserved/allocated), and the driver's used memory (torch.cuda.mem_get_info)
           at the start and at the end
-  drive   runs every (workload, mode) --reps times, each in a fresh process (and PyTorch's default --extra
-          more times, to measure its own loss spread), appends each run to OUT/runs.jsonl, and writes
+  drive   runs every (workload, mode) --reps times, each in a fresh process, each round of modes starting one
+          mode later than the one before, after --warmup untimed runs (and PyTorch's default --extra more
+          times, to measure its own loss spread), appends each run to OUT/runs.jsonl, and writes
           OUT/pytorch-e2e.md (a table: median wall time, peaks, utilization, loss difference) and
           OUT/pytorch-e2e.json
   report  rewrites the table and the JSON from OUT/runs.jsonl (after runs split over several drive calls)
@@ -325,6 +326,31 @@ def run_in_child(workload: str, mode: str, conf: str | None, seed: int, lib: str
     return record
 
 
+def plan_runs(workloads, modes, reps: int, extra: int, advised: set, warmup: int) -> list:
+    """The runs of a drive, in order, as (workload, mode, rep, role). First `warmup` untimed runs of each
+    workload (role "warmup", left out of every figure: the first process of a call ran slowest on the GPU hosts,
+    whichever mode it was); then `reps` rounds of every mode, each round starting one mode later than the one
+    before, so that no mode always runs first (role "measure"); then `extra` more runs of PyTorch's default
+    for its own spread (role "spread"). vrampool-advised runs only for the workloads in `advised`."""
+    modes = list(modes)
+    plan = []
+    for workload in workloads:
+        for index in range(warmup):
+            plan.append((workload, modes[0], -1 - index, "warmup"))
+    for rep in range(reps):
+        shift = rep % len(modes) if modes else 0
+        for workload in workloads:
+            for mode in modes[shift:] + modes[:shift]:
+                if mode == "vrampool-advised" and workload not in advised:
+                    continue
+                plan.append((workload, mode, rep, "measure"))
+    for more in range(extra):
+        for workload in workloads:
+            if "pytorch" in modes:
+                plan.append((workload, "pytorch", reps + more, "spread"))
+    return plan
+
+
 def drive(args) -> None:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -332,17 +358,7 @@ def drive(args) -> None:
     if args.advised_conf:
         for workload in WORKLOADS:
             advised.setdefault(workload, device_conf(args.advised_conf))
-    plan = []
-    for rep in range(args.reps):
-        for workload in args.workloads:
-            for mode in args.modes:
-                if mode == "vrampool-advised" and workload not in advised:
-                    continue
-                plan.append((workload, mode, rep, "measure"))
-    for extra in range(args.extra):
-        for workload in args.workloads:
-            if "pytorch" in args.modes:
-                plan.append((workload, "pytorch", args.reps + extra, "spread"))
+    plan = plan_runs(args.workloads, args.modes, args.reps, args.extra, set(advised), args.warmup)
     skipped = [w for w in args.workloads if "vrampool-advised" in args.modes and w not in advised]
     if skipped:
         log(f"note: vrampool-advised is skipped for {', '.join(skipped)}: no --advised config was given")
@@ -357,7 +373,8 @@ def drive(args) -> None:
             runs.flush()
             elapsed = time.perf_counter() - started
             outcome = f"{record['wall_s']:.3f} s" if record.get("ok") else f"FAILED ({record.get('error')})"
-            log(f"[{index}/{len(plan)}] {workload} {mode} run {rep + 1}: {outcome}  (elapsed {elapsed:.0f} s)")
+            name = "warm-up" if role == "warmup" else f"run {rep + 1}"
+            log(f"[{index}/{len(plan)}] {workload} {mode} {name}: {outcome}  (elapsed {elapsed:.0f} s)")
             if not record.get("ok"):
                 log(record.get("stderr_tail", "")[-1500:])
     report(out)
@@ -398,7 +415,8 @@ def median_losses(runs: list[dict]) -> list[float] | None:
 
 
 def summarize(runs: list[dict]) -> list[dict]:
-    """One row per (workload, mode) in the runs."""
+    """One row per (workload, mode) in the runs (warm-up runs left out)."""
+    runs = [r for r in runs if r.get("role") != "warmup"]
     rows = []
     for workload in WORKLOADS:
         ok_pytorch = [r for r in runs if r["workload"] == workload and r["mode"] == "pytorch" and r.get("ok")]
@@ -543,6 +561,8 @@ def parse_args(argv):
     drive_cmd.add_argument("--advised", nargs=2, action="append", metavar=("WORKLOAD", "CONF"),
                            help="the vrampool-advised config string of a workload (repeatable)")
     drive_cmd.add_argument("--advised-conf", help="one vrampool-advised config string for every workload")
+    drive_cmd.add_argument("--warmup", type=int, default=1,
+                           help="untimed runs of the first mode before the others, per workload (default 1)")
     drive_cmd.add_argument("--seed", type=int, default=0)
     drive_cmd.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
     drive_cmd.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")

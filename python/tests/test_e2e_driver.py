@@ -54,6 +54,27 @@ def record(workload, mode, wall, rep, losses=None, tokens=None, digest=None, rol
     return run
 
 
+class Plan(unittest.TestCase):
+    def test_rounds_rotate_the_modes_after_a_warm_up_run_and_pytorch_runs_again_for_its_spread(self):
+        plan = e2e.plan_runs(["gpt_train_varlen"], ["vrampool", "pytorch", "expandable"], 3, 1, set(), 1)
+        self.assertEqual(plan[0], ("gpt_train_varlen", "vrampool", -1, "warmup"))
+        rounds = [[mode for (_, mode, rep, role) in plan if rep == r and role == "measure"] for r in range(3)]
+        self.assertEqual(
+            rounds,
+            [["vrampool", "pytorch", "expandable"], ["pytorch", "expandable", "vrampool"],
+             ["expandable", "vrampool", "pytorch"]],
+        )
+        self.assertEqual(plan[-1], ("gpt_train_varlen", "pytorch", 3, "spread"))
+        self.assertEqual(len(plan), 1 + 9 + 1)
+
+    def test_advised_runs_only_where_a_config_was_given_and_warm_up_can_be_left_out(self):
+        plan = e2e.plan_runs(["resnet_train_fixed", "gpt_serve"], ["vrampool-advised", "pytorch"], 2, 0,
+                             {"gpt_serve"}, 0)
+        self.assertNotIn("warmup", [role for (*_, role) in plan])
+        self.assertNotIn(("resnet_train_fixed", "vrampool-advised"), [(w, m) for (w, m, _, _) in plan])
+        self.assertEqual(sum(1 for (w, m, _, _) in plan if (w, m) == ("gpt_serve", "vrampool-advised")), 2)
+
+
 class Summary(unittest.TestCase):
     def test_rows_take_medians_and_compare_losses_with_pytorchs_own_spread(self):
         runs = [
@@ -88,6 +109,16 @@ class Summary(unittest.TestCase):
         serve = rows[("gpt_serve", "vrampool")]
         self.assertTrue(serve["token_counts_match_pytorch"])
         self.assertEqual((serve["token_ids_match_pytorch"], serve["token_ids_compared"]), (1, 2))
+
+    def test_warm_up_runs_count_in_no_figure(self):
+        runs = [
+            record("resnet_train_fixed", "vrampool", 9.0, -1, losses=[9.0], role="warmup"),
+            record("resnet_train_fixed", "vrampool", 2.0, 0, losses=[7.0]),
+            record("resnet_train_fixed", "pytorch", 2.0, 0, losses=[7.0]),
+        ]
+        (vrampool,) = [r for r in e2e.summarize(runs) if r["mode"] == "vrampool"]
+        self.assertEqual((vrampool["runs"], vrampool["wall_s_max"], vrampool["wall_vs_pytorch"]), (1, 2.0, 1.0))
+        self.assertEqual(vrampool["max_loss_difference_vs_pytorch_median"], 0.0)
 
     def test_the_report_is_written_from_the_run_records(self):
         with tempfile.TemporaryDirectory() as folder:
