@@ -48,6 +48,39 @@ impl ChunkSet {
         }
     }
 
+    /// Whether every index of `range` is a member.
+    #[inline]
+    pub(crate) fn contains_run(&self, range: Range<usize>) -> bool {
+        word_masks(range).all(|(w, mask)| self.words[w] & mask == mask)
+    }
+
+    /// Removes every index of `range`.
+    #[inline]
+    pub(crate) fn remove_run(&mut self, range: Range<usize>) {
+        for (w, mask) in word_masks(range) {
+            let word = &mut self.words[w];
+            self.count -= (*word & mask).count_ones() as usize;
+            *word &= !mask;
+        }
+    }
+
+    /// The members among indices `64 * w .. 64 * w + 64`, as bits.
+    #[inline]
+    pub(crate) fn word(&self, w: usize) -> u64 {
+        self.words[w]
+    }
+
+    /// Adds the indices `64 * w + b` for each bit `b` set in `bits`.
+    #[inline]
+    pub(crate) fn insert_word(&mut self, w: usize, bits: u64) {
+        let word = &mut self.words[w];
+        self.count += (bits & !*word).count_ones() as usize;
+        *word |= bits;
+        if bits != 0 {
+            self.top_word = self.top_word.max(w);
+        }
+    }
+
     /// Runs of members, from the highest index down, holding at most `limit` members in all.
     pub(crate) fn runs_from_top(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
@@ -89,6 +122,19 @@ impl ChunkSet {
     }
 }
 
+/// The words that `range` touches, each with the bits of its indices inside `range`.
+#[inline]
+pub(crate) fn word_masks(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
+    let (start, end) = (range.start, range.end);
+    let words = if start < end { start / 64..end.div_ceil(64) } else { 0..0 };
+    words.map(move |w| {
+        let lo = start.max(w * 64) - w * 64;
+        let hi = end.min(w * 64 + 64) - w * 64;
+        let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+        (w, mask)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +156,27 @@ mod tests {
         assert_eq!(s.gaps_in(62..67), vec![62..63, 64..65, 66..67]);
         s.remove(150);
         assert_eq!(s.runs_from_top(2), vec![65..66, 63..64], "a stale top hint only costs a longer search");
+    }
+
+    #[test]
+    fn runs_of_indices_are_handled_a_word_at_a_time() {
+        assert_eq!(word_masks(3..5).collect::<Vec<_>>(), vec![(0, 0b11000)]);
+        assert_eq!(word_masks(60..130).collect::<Vec<_>>(), vec![(0, 0xF << 60), (1, u64::MAX), (2, 0b11)]);
+        assert_eq!(word_masks(64..128).collect::<Vec<_>>(), vec![(1, u64::MAX)]);
+        assert_eq!(word_masks(7..7).count(), 0);
+        let mut s = ChunkSet::new(300);
+        for i in 50..140 {
+            s.insert(i);
+        }
+        assert!(s.contains_run(50..140) && s.contains_run(63..65) && !s.contains_run(49..51));
+        assert!(s.contains_run(10..10), "every index of an empty run");
+        s.remove_run(60..130);
+        assert_eq!((s.count(), s.runs_from_top(100)), (20, vec![130..140, 50..60]));
+        s.insert_word(1, 0b101);
+        s.insert_word(1, 0b1);
+        assert_eq!((s.count(), s.contains(64), s.contains(65), s.contains(66)), (22, true, false, true));
+        assert_eq!(s.word(1), 0b101);
+        s.insert_word(4, 1);
+        assert_eq!(s.runs_from_top(1), vec![256..257], "the top hint follows a word insert");
     }
 }

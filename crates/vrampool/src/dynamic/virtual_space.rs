@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::chunk_set::ChunkSet;
+use super::chunk_set::{ChunkSet, word_masks};
 use crate::backend::EventId;
 
 /// Chunk bookkeeping for one reserved address range.
@@ -26,6 +26,12 @@ pub(crate) struct VirtualSpace {
     epoch_events: VecDeque<(u32, EventId)>,
     moved_since_growth: usize,
 }
+
+/// Blocks touching at least this many chunks have their chunks counted a word of the idle and mapped sets at
+/// a time; fewer, one chunk at a time (cheaper for them: on a churn of 256 B to 8 MiB, whose blocks touch one
+/// to five 2 MiB chunks, counting a word at a time took 13% more instructions in these two functions; on a
+/// pair of 64 MiB blocks, a third fewer in the whole pair).
+const WORD_PATH_CHUNKS: usize = 8;
 
 /// The epoch stamp of chunks mapped and never used: safe to move at any time.
 const FRESH: u32 = 0;
@@ -86,24 +92,58 @@ impl VirtualSpace {
     /// Counts a live block on `[addr, addr + size)`; returns the runs of its chunks that are not mapped.
     pub(crate) fn use_span(&mut self, addr: u64, size: u64) -> Vec<Range<usize>> {
         let chunks = self.chunks(addr, size);
-        let mut all_mapped = true;
-        for index in chunks.clone() {
-            self.live[index] += 1;
-            if self.live[index] == 1 {
-                self.idle.remove(index);
+        if chunks.len() < WORD_PATH_CHUNKS {
+            let mut all_mapped = true;
+            for index in chunks.clone() {
+                self.live[index] += 1;
+                if self.live[index] == 1 {
+                    self.idle.remove(index);
+                }
+                all_mapped &= self.mapped.contains(index);
             }
-            all_mapped &= self.mapped.contains(index);
+            return if all_mapped { Vec::new() } else { self.mapped.gaps_in(chunks) };
         }
-        if all_mapped { Vec::new() } else { self.mapped.gaps_in(chunks) }
+        for count in &mut self.live[chunks.clone()] {
+            *count += 1;
+        }
+        // Only chunks no block touched were idle: after the count, none of these is. A word at a time.
+        self.idle.remove_run(chunks.clone());
+        if self.mapped.contains_run(chunks.clone()) { Vec::new() } else { self.mapped.gaps_in(chunks) }
     }
 
     /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle.
     pub(crate) fn release_span(&mut self, addr: u64, size: u64) {
-        for index in self.chunks(addr, size) {
-            self.live[index] -= 1;
-            if self.live[index] == 0 && self.mapped.contains(index) {
-                self.idle.insert(index);
-                self.idle_since[index] = self.epoch;
+        let chunks = self.chunks(addr, size);
+        if chunks.len() < WORD_PATH_CHUNKS {
+            for index in chunks {
+                self.live[index] -= 1;
+                if self.live[index] == 0 && self.mapped.contains(index) {
+                    self.idle.insert(index);
+                    self.idle_since[index] = self.epoch;
+                }
+            }
+            return;
+        }
+        // A word of chunks at a time: the counts that reach 0 make a mask, the mapped ones among them go idle.
+        for (w, mask) in word_masks(chunks) {
+            let base = w * 64;
+            let mut unused = 0u64;
+            let mut bits = mask;
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let count = &mut self.live[base + bit];
+                *count -= 1;
+                unused |= u64::from(*count == 0) << bit;
+            }
+            let idle = unused & self.mapped.word(w);
+            if idle != 0 {
+                self.idle.insert_word(w, idle);
+                let mut bits = idle;
+                while bits != 0 {
+                    self.idle_since[base + bits.trailing_zeros() as usize] = self.epoch;
+                    bits &= bits - 1;
+                }
             }
         }
     }
@@ -242,6 +282,48 @@ mod tests {
         assert_eq!(v.extend_run(1..3, 3), 1..3, "mapped chunks stop the extension");
         assert_eq!(v.mapped_runs(), vec![0..6]);
         assert_eq!(v.mapped_bytes(), 6 * g);
+    }
+
+    proptest::proptest! {
+        /// Blocks of one to 150 chunks (both ways of counting, words crossed), used and released in any order
+        /// over a range partly mapped: the live, idle and unmapped chunks are those of a chunk-by-chunk model,
+        /// and a chunk that goes idle is stamped with the epoch it went idle in.
+        #[test]
+        fn spans_of_any_length_count_as_chunk_by_chunk(
+            blocks in proptest::collection::vec((0usize..250, 1usize..150, proptest::bool::ANY), 1..40),
+            mapped_upto in 0usize..400,
+        ) {
+            let (g, chunks) = (1024u64, 400usize);
+            let mut v = VirtualSpace::new(0, chunks as u64 * g, g);
+            v.set_mapped(0..mapped_upto, true);
+            let mut live = vec![0u32; chunks];
+            let mut held: Vec<(usize, usize)> = Vec::new();
+            for (start, len, release_one) in blocks {
+                if release_one && !held.is_empty() {
+                    let (start, len) = held.swap_remove(start % held.len());
+                    v.end_epoch(EventId(start as u64));
+                    v.release_span(start as u64 * g, len as u64 * g);
+                    for (index, count) in live.iter_mut().enumerate().skip(start).take(len) {
+                        *count -= 1;
+                        if *count == 0 && index < mapped_upto {
+                            proptest::prop_assert_eq!(v.idle_since[index], v.epoch, "chunk {}", index);
+                        }
+                    }
+                } else {
+                    let gaps = v.use_span(start as u64 * g + 1, len as u64 * g - 1);
+                    let unmapped = (start..start + len).filter(|&i| i >= mapped_upto).count();
+                    proptest::prop_assert_eq!(gaps.iter().map(|r| r.len()).sum::<usize>(), unmapped);
+                    live[start..start + len].iter_mut().for_each(|c| *c += 1);
+                    held.push((start, len));
+                }
+                proptest::prop_assert_eq!(&v.live, &live);
+                let idle: Vec<usize> = (0..mapped_upto).filter(|&i| live[i] == 0).collect();
+                proptest::prop_assert_eq!(v.idle_chunks(), idle.len());
+                let mut runs: Vec<usize> = v.idle_runs(usize::MAX).into_iter().flatten().collect();
+                runs.sort_unstable();
+                proptest::prop_assert_eq!(runs, idle);
+            }
+        }
     }
 
     #[test]
