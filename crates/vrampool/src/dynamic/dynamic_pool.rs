@@ -1,5 +1,6 @@
 //! The dynamically growing pool.
 
+use std::collections::hash_map::Entry;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
@@ -537,14 +538,17 @@ impl DynamicPool {
 
     /// Frees the allocation at `addr` with the lock held, its memory tagged `tag` (or by its stream now).
     fn free_locked(&self, state: &mut DynamicState, addr: u64, tag: Option<FreeTag>) -> Result<u64> {
-        let Some(&block) = state.live.get(&addr) else {
-            return Err(self.bad_free(state, addr));
+        // One lookup: the entry is removed only once the free can no longer fail.
+        let entry = match state.live.entry(addr) {
+            Entry::Occupied(entry) => entry,
+            Entry::Vacant(_) => return Err(self.bad_free(state, addr)),
         };
+        let block = *entry.get();
         let tag = match tag {
             Some(tag) => tag,
             None => self.order.tag_free(&*self.backend, usize::from(block.stream_index))?,
         };
-        state.live.remove(&addr);
+        entry.remove();
         let (offset, span) = state.ranges.span(block.node);
         state.ranges.free(block.node, tag);
         if let Space::Virtual(space) = &mut state.space {
