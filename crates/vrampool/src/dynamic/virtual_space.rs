@@ -17,6 +17,9 @@ pub(crate) struct VirtualSpace {
     base: u64,
     size: u64,
     granularity: u64,
+    /// `log2(granularity)` where the granularity is a power of two (2 MiB on CUDA): the chunks of a span are
+    /// then found by shifts, not by two 64-bit divisions per allocation and per free.
+    granularity_shift: Option<u32>,
     mapped: ChunkSet,
     idle: ChunkSet,
     live: Vec<u32>,
@@ -44,6 +47,7 @@ impl VirtualSpace {
             base,
             size,
             granularity,
+            granularity_shift: granularity.is_power_of_two().then(|| granularity.trailing_zeros()),
             mapped: ChunkSet::new(chunks),
             idle: ChunkSet::new(chunks),
             live: vec![0; chunks],
@@ -84,8 +88,11 @@ impl VirtualSpace {
 
     /// The chunks that `[addr, addr + size)` touches.
     fn chunks(&self, addr: u64, size: u64) -> Range<usize> {
-        let first = (addr - self.base) / self.granularity;
-        let end = (addr - self.base + size).div_ceil(self.granularity);
+        let (offset, end) = (addr - self.base, addr - self.base + size);
+        let (first, end) = match self.granularity_shift {
+            Some(shift) => (offset >> shift, (end + self.granularity - 1) >> shift),
+            None => (offset / self.granularity, end.div_ceil(self.granularity)),
+        };
         first as usize..end as usize
     }
 
@@ -324,6 +331,18 @@ mod tests {
                 proptest::prop_assert_eq!(runs, idle);
             }
         }
+    }
+
+    #[test]
+    fn chunks_of_a_granularity_not_a_power_of_two_are_found_by_division() {
+        let g = 3 * 1024;
+        let mut v = VirtualSpace::new(1 << 20, 10 * g, g);
+        v.set_mapped(0..3, true);
+        assert_eq!(v.use_span((1 << 20) + 2 * g + 5, g), vec![3..4], "chunks 2 and 3, 3 unmapped");
+        assert_eq!(v.use_span((1 << 20) + g, g), Vec::<Range<usize>>::new(), "chunk 1 exactly");
+        assert_eq!(v.idle_chunks(), 1);
+        v.release_span((1 << 20) + g, g);
+        assert_eq!(v.idle_runs(10), vec![0..2]);
     }
 
     #[test]
