@@ -164,7 +164,7 @@ impl StreamOrder {
     #[inline]
     pub(crate) fn tag_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
         if !self.is_multi_stream() {
-            return Ok(FreeTag::freed(index, self.next_seq.load(Ordering::Relaxed)));
+            return Ok(self.single_stream_tag(index));
         }
         self.record_free(backend, index)
     }

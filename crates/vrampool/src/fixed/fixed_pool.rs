@@ -151,10 +151,12 @@ impl FixedPool {
             },
         }
     }
+
     /// The common allocation: a block from the calling thread's own list of blocks it freed last, freed on
     /// the same stream. `None`, with nothing changed, for anything else. Kept apart from
-    /// [`FixedPool::allocate_any`] so that it saves no more registers than it uses (the whole path in one
-    /// function spent about 20 instructions per call on saving and restoring them).
+    /// [`FixedPool::allocate_any`] so that the common case checks the request with a few comparisons and
+    /// touches nothing else (with [`FixedPool::free_hot`], 273 instructions per 4 KiB pair instead of 302;
+    /// 264 with the counters always inlined).
     #[inline(always)]
     fn allocate_hot(&self, size: u64, alignment: u64, stream: StreamId) -> Option<u64> {
         // Block sizes are multiples of 256, so `size` fits a block when its 256-byte span does; and a
