@@ -25,12 +25,7 @@ impl<const N: usize> SlotTallies<N> {
     /// Counts one event of kind `kind` (below `N`) by the thread in `slot`.
     #[inline]
     pub(crate) fn count(&self, slot: ThreadSlot, kind: usize) {
-        let cell = &self.slots[slot.index][kind];
-        if slot.exclusive {
-            cell.store(cell.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        } else {
-            cell.fetch_add(1, Ordering::Relaxed);
-        }
+        slot.bump(&self.slots[slot.index][kind]);
     }
 
     /// Events of kind `kind` counted so far, by every thread.

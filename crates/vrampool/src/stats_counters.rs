@@ -39,16 +39,6 @@ struct SlotCounts {
     high: AtomicI64,
 }
 
-/// Adds 1 to a count: a plain load and store when the slot is the thread's alone.
-#[inline]
-fn bump(cell: &AtomicU64, exclusive: bool) {
-    if exclusive {
-        cell.store(cell.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-    } else {
-        cell.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// Rare events, counted with plain atomics.
 #[derive(Debug, Default)]
 pub(crate) struct RareCounters {
@@ -101,7 +91,7 @@ impl StatsCounters {
     #[inline(always)]
     pub(crate) fn on_allocate(&self, slot: ThreadSlot, bytes: u64) {
         let counts = &self.slots[slot.index];
-        bump(&counts.allocations, slot.exclusive);
+        slot.bump(&counts.allocations);
         let delta = bytes as i64;
         if !slot.exclusive {
             let now = self.allocated.fetch_add(delta, Ordering::Relaxed) + delta;
@@ -123,7 +113,7 @@ impl StatsCounters {
     #[inline(always)]
     pub(crate) fn on_free(&self, slot: ThreadSlot, bytes: u64) {
         let counts = &self.slots[slot.index];
-        bump(&counts.frees, slot.exclusive);
+        slot.bump(&counts.frees);
         if !slot.exclusive {
             self.allocated.fetch_sub(bytes as i64, Ordering::Relaxed);
             return;

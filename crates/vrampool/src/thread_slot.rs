@@ -59,6 +59,19 @@ pub(crate) struct ThreadSlot {
     pub(crate) exclusive: bool,
 }
 
+impl ThreadSlot {
+    /// Adds 1 to a count kept in this slot: a plain load and store when the calling thread holds the slot
+    /// alone, an atomic add when it shares it.
+    #[inline]
+    pub(crate) fn bump(self, cell: &AtomicU64) {
+        if self.exclusive {
+            cell.store(cell.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        } else {
+            cell.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The calling thread's slot.
 #[inline]
 pub(crate) fn current() -> ThreadSlot {

@@ -139,9 +139,13 @@ impl HybridPool {
     pub fn core_hits(&self) -> u64 {
         // Derived rather than counted: a shared counter written on every hit would be the one cache line
         // all threads fight over.
-        let region: u64 = Route::ALL.iter().map(|&r| self.routes.total(r as usize)).sum();
         let carves = self.carves.load(Ordering::Relaxed);
-        self.counters.read().allocations.saturating_sub(region + carves)
+        self.counters.read().allocations.saturating_sub(self.region_requests() + carves)
+    }
+
+    /// Requests the region served, by every route.
+    fn region_requests(&self) -> u64 {
+        Route::ALL.iter().map(|&r| self.routes.total(r as usize)).sum()
     }
 
     /// Ends warm-up now: chooses the classes from the requests seen so far. Returns the classes chosen
@@ -365,7 +369,7 @@ impl Pool for HybridPool {
             active_allocations: reading.allocations - reading.frees,
             allocations: reading.allocations,
             frees: reading.frees,
-            fallbacks: Route::ALL.iter().map(|&r| self.routes.total(r as usize)).sum(),
+            fallbacks: self.region_requests(),
             fallback_reasons,
             ..region
         }
