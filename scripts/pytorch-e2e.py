@@ -36,6 +36,13 @@ Commands:
           OUT/pytorch-e2e.json
   report  rewrites the table and the JSON from OUT/runs.jsonl (after runs split over several drive calls)
 
+--deterministic (run and drive): PyTorch's deterministic kernels (torch.use_deterministic_algorithms, cuDNN
+deterministic without autotuning, CUBLAS_WORKSPACE_CONFIG=:4096:8, attention by the math kernel), so that runs
+with the same seed compute the same losses bit for bit whatever allocator serves them: PyTorch default's own
+spread is then 0 and another mode's losses agree only when they are identical. A check of the allocator (a block
+handed out twice, or reused while a kernel still reads it, changes the numbers), not a timing: its wall times
+are those of slower kernels. Runs of both kinds may not share an OUT folder.
+
 Example (about 3, 6 and 6 minutes on one H200 with the defaults; split so each call stays under 10 minutes):
 
   cargo build --release -p vrampool-capi
@@ -62,6 +69,8 @@ WORKLOADS = ("resnet_train_fixed", "gpt_train_varlen", "gpt_serve")
 MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasync", "nocache")
 TRAINING = ("resnet_train_fixed", "gpt_train_varlen")
 MIB = 1 << 20
+#: What --deterministic sets in the environment (before CUDA starts): cuBLAS without split reductions.
+DETERMINISTIC_ENVIRONMENT = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
 #: What each mode sets in the environment before torch is imported (None: removed).
 MODE_ENVIRONMENT = {
@@ -223,8 +232,23 @@ def gpt_serve(torch, seed: int) -> dict:
 RUNNERS = {"resnet_train_fixed": resnet_train_fixed, "gpt_train_varlen": gpt_train_varlen, "gpt_serve": gpt_serve}
 
 
-def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | None) -> dict:
+def make_deterministic(torch) -> None:
+    """PyTorch's deterministic kernels only: an op without one fails the run instead of computing differently
+    from one run to the next. Attention takes the math kernel (the fused ones accumulate in a varying order)."""
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_math_sdp(True)
+
+
+def run_here(
+    workload: str, mode: str, conf: str | None, seed: int, lib: str | None, deterministic: bool = False
+) -> dict:
     """Runs `workload` under `mode` in this process (the environment must be set before torch is imported)."""
+    if deterministic:
+        os.environ.update(DETERMINISTIC_ENVIRONMENT)
     for name, value in mode_changes(mode, conf).items():
         if value is None:
             os.environ.pop(name, None)
@@ -241,8 +265,10 @@ def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | N
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA device is visible to PyTorch")
     torch.cuda.set_device(0)
+    if deterministic:
+        make_deterministic(torch)
     free, total = torch.cuda.mem_get_info()
-    result = {"workload": workload, "mode": mode, "seed": seed, "ok": True}
+    result = {"workload": workload, "mode": mode, "seed": seed, "ok": True, "deterministic": deterministic}
     result.update(RUNNERS[workload](torch, seed))
     torch.cuda.synchronize()
     free_end, _ = torch.cuda.mem_get_info()
@@ -289,15 +315,27 @@ def run_here(workload: str, mode: str, conf: str | None, seed: int, lib: str | N
 # The driver.
 
 
-def run_in_child(workload: str, mode: str, conf: str | None, seed: int, lib: str | None, timeout: float) -> dict:
+def run_in_child(
+    workload: str,
+    mode: str,
+    conf: str | None,
+    seed: int,
+    lib: str | None,
+    timeout: float,
+    deterministic: bool = False,
+) -> dict:
     """One run in a fresh process; its JSON line, or a record of the failure."""
     command = [sys.executable, str(pathlib.Path(__file__).resolve()), "run", "--workload", workload, "--mode", mode]
     command += ["--seed", str(seed)]
+    if deterministic:
+        command += ["--deterministic"]
     if conf is not None:
         command += ["--conf", conf]
     if lib is not None:
         command += ["--lib", lib]
     env = apply_environment(dict(os.environ), mode, conf)
+    if deterministic:
+        env.update(DETERMINISTIC_ENVIRONMENT)
     started = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -354,6 +392,10 @@ def plan_runs(workloads, modes, reps: int, extra: int, advised: set, warmup: int
 def drive(args) -> None:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if (out / "runs.jsonl").exists() and read_runs(out):
+        if kernels_of(read_runs(out)) != args.deterministic:
+            raise SystemExit(f"{out}/runs.jsonl holds runs {'without' if args.deterministic else 'with'} "
+                             "--deterministic: give each kind its own --out")
     advised = {workload: device_conf(conf) for workload, conf in (args.advised or [])}
     if args.advised_conf:
         for workload in WORKLOADS:
@@ -367,7 +409,7 @@ def drive(args) -> None:
     with open(out / "runs.jsonl", "a", encoding="utf-8") as runs:
         for index, (workload, mode, rep, role) in enumerate(plan, 1):
             conf = advised.get(workload) if mode == "vrampool-advised" else None
-            record = run_in_child(workload, mode, conf, args.seed, args.lib, args.timeout)
+            record = run_in_child(workload, mode, conf, args.seed, args.lib, args.timeout, args.deterministic)
             record.update({"rep": rep, "role": role, "conf": conf, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
             runs.write(json.dumps(record) + "\n")
             runs.flush()
@@ -477,8 +519,17 @@ def mib(value) -> str:
     return "-" if value is None else f"{value / MIB:,.0f}"
 
 
+def kernels_of(runs: list[dict]) -> bool:
+    """Whether `runs` ran with deterministic kernels; refuses a mix (their losses and times do not compare)."""
+    kinds = {bool(r.get("deterministic")) for r in runs if r.get("ok")}
+    if len(kinds) > 1:
+        raise SystemExit("runs.jsonl mixes runs with and without --deterministic: give each kind its own --out")
+    return kinds == {True}
+
+
 def report(out: pathlib.Path) -> None:
     runs = read_runs(out)
+    deterministic = kernels_of(runs)
     rows = summarize(runs)
     meta = next((r for r in runs if r.get("ok")), {})
     (out / "pytorch-e2e.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=2), encoding="utf-8")
@@ -490,7 +541,13 @@ def report(out: pathlib.Path) -> None:
         "warm-up), median of the runs (min-max). Peaks: vrampool's own stats for vrampool modes (allocated = "
         "requested bytes); `torch.cuda.max_memory_reserved/allocated` for PyTorch modes (allocated = sizes "
         "rounded to 512 B). Driver used: `total - free` of `torch.cuda.mem_get_info()` at the end of the run "
-        "(includes the CUDA context).",
+        "(includes the CUDA context)."
+        + (
+            " **Deterministic kernels** (`--deterministic`): a check that the losses are the same bit for bit, "
+            "not a timing."
+            if deterministic
+            else ""
+        ),
         "",
         "| workload | mode | runs ok | wall s median (min-max) | vs pytorch | peak reserved MiB | peak allocated MiB "
         "| utilization | driver used MiB (end) | agreement with PyTorch |",
@@ -548,6 +605,7 @@ def parse_args(argv):
     run.add_argument("--conf", help="the config string for vrampool-advised")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
+    run.add_argument("--deterministic", action="store_true", help="deterministic kernels only (see above)")
 
     drive_cmd = commands.add_parser("drive", help="every (workload, mode), each run in its own process")
     drive_cmd.add_argument("--out", required=True, help="folder for runs.jsonl, pytorch-e2e.md and pytorch-e2e.json")
@@ -566,6 +624,8 @@ def parse_args(argv):
     drive_cmd.add_argument("--seed", type=int, default=0)
     drive_cmd.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
     drive_cmd.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
+    drive_cmd.add_argument("--deterministic", action="store_true",
+                           help="deterministic kernels only: losses must agree bit for bit (see above)")
 
     report_cmd = commands.add_parser("report", help="rewrite the table and JSON from OUT/runs.jsonl")
     report_cmd.add_argument("--out", required=True)
@@ -591,7 +651,7 @@ def main(argv=None) -> None:
     if args.command == "run":
         conf = device_conf(args.conf) if args.conf else None
         try:
-            result = run_here(args.workload, args.mode, conf, args.seed, args.lib)
+            result = run_here(args.workload, args.mode, conf, args.seed, args.lib, args.deterministic)
         except Exception as err:  # the driver reads the failure from stderr and the exit status
             log(f"{args.workload} under {args.mode} failed: {type(err).__name__}: {err}")
             raise

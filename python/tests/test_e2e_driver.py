@@ -140,6 +140,30 @@ class Summary(unittest.TestCase):
             self.assertIn("| own spread 1.00e-02 (2 runs) |", table)
             self.assertEqual(len(json.loads((out / "pytorch-e2e.json").read_text())["rows"]), 3)
 
+    def test_deterministic_runs_must_agree_bit_for_bit_and_never_mix_with_others(self):
+        with tempfile.TemporaryDirectory() as folder:
+            out = pathlib.Path(folder)
+            runs = [
+                record("gpt_train_varlen", "pytorch", 9.0, 0, losses=[10.9, 10.5]),
+                record("gpt_train_varlen", "pytorch", 9.0, 1, losses=[10.9, 10.5], role="spread"),
+                record("gpt_train_varlen", "vrampool", 9.0, 0, losses=[10.9, 10.5]),
+                record("gpt_train_varlen", "expandable", 9.0, 0, losses=[10.9, 10.500001]),
+            ]
+            for run in runs:
+                run["deterministic"] = True
+            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+            with contextlib.redirect_stdout(io.StringIO()):
+                e2e.report(out)
+            table = (out / "pytorch-e2e.md").read_text()
+            self.assertIn("**Deterministic kernels**", table)
+            self.assertIn("| own spread 0.00e+00 (2 runs) |", table)
+            self.assertIn("| 0.00e+00 from PyTorch's median: within its spread |", table)
+            self.assertIn("from PyTorch's median: OUTSIDE its spread |", table, "one ulp-sized difference is caught")
+            with open(out / "runs.jsonl", "a") as more:
+                more.write(json.dumps(record("gpt_train_varlen", "pytorch", 4.0, 2, losses=[10.9, 10.5])) + "\n")
+            with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+                e2e.report(out)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
