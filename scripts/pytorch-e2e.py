@@ -456,6 +456,32 @@ def median_losses(runs: list[dict]) -> list[float] | None:
     return [statistics.median(step) for step in zip(*losses)]
 
 
+def interpolated_ratios(runs: list[dict], workload: str, mode: str) -> list[float]:
+    """Each timed run of `mode` against PyTorch's default at the same moment: its wall time over the time PyTorch's
+    default would have taken then, interpolated (by position in the call) between the PyTorch runs just before
+    and just after it (the nearer one where there is only one side). `runs` are in the order they ran. A host
+    that slows down or speeds up through a call moves the medians of modes that ran at different moments; it
+    moves these ratios only by how far the change departs from a straight line between neighbouring runs."""
+    order = [r for r in runs if r["workload"] == workload and r.get("role") != "warmup"]
+    reference = [(i, r["wall_s"]) for i, r in enumerate(order)
+                 if r["mode"] == "pytorch" and r.get("ok") and r.get("wall_s")]
+    ratios = []
+    for i, r in enumerate(order):
+        if r["mode"] != mode or not r.get("ok") or not r.get("wall_s") or r.get("role", "measure") != "measure":
+            continue
+        before = [(j, t) for j, t in reference if j < i]
+        after = [(j, t) for j, t in reference if j > i]
+        if before and after:
+            (j0, t0), (j1, t1) = before[-1], after[0]
+            expected = t0 + (t1 - t0) * (i - j0) / (j1 - j0)
+        elif before or after:
+            expected = (before or after)[-1 if before else 0][1]
+        else:
+            continue
+        ratios.append(r["wall_s"] / expected)
+    return ratios
+
+
 def summarize(runs: list[dict]) -> list[dict]:
     """One row per (workload, mode) in the runs (warm-up runs left out)."""
     runs = [r for r in runs if r.get("role") != "warmup"]
@@ -491,6 +517,8 @@ def summarize(runs: list[dict]) -> list[dict]:
                 row["utilization"] = row["peak_allocated_bytes"] / row["peak_reserved_bytes"]
             if pytorch_wall and row["wall_s_median"]:
                 row["wall_vs_pytorch"] = row["wall_s_median"] / pytorch_wall
+            if mode != "pytorch":
+                row["wall_vs_pytorch_interpolated"] = median(interpolated_ratios(runs, workload, mode))
             if reference is not None and ok:
                 others = [r for r in ok if r is not reference]
                 if workload in TRAINING:
@@ -540,8 +568,11 @@ def report(out: pathlib.Path) -> None:
         "timed steps only (training: after 1 warm-up step that is not timed; generation: all 12 requests, no "
         "warm-up), median of the runs (min-max). Peaks: vrampool's own stats for vrampool modes (allocated = "
         "requested bytes); `torch.cuda.max_memory_reserved/allocated` for PyTorch modes (allocated = sizes "
-        "rounded to 512 B). Driver used: `total - free` of `torch.cuda.mem_get_info()` at the end of the run "
-        "(includes the CUDA context)."
+        "rounded to 512 B). vs pytorch: the ratio of the medians; in brackets, the median over the mode's runs of "
+        "its wall time over PyTorch default's at the same moment, interpolated between the PyTorch runs before "
+        "and after it (a host that slows down or speeds up steadily through the call moves the medians of modes "
+        "that ran at different moments, not these ratios). Driver used: `total - free` of "
+        "`torch.cuda.mem_get_info()` at the end of the run (includes the CUDA context)."
         + (
             " **Deterministic kernels** (`--deterministic`): a check that the losses are the same bit for bit, "
             "not a timing."
@@ -549,7 +580,7 @@ def report(out: pathlib.Path) -> None:
             else ""
         ),
         "",
-        "| workload | mode | runs ok | wall s median (min-max) | vs pytorch | peak reserved MiB | peak allocated MiB "
+        "| workload | mode | runs ok | wall s median (min-max) | vs pytorch (interpolated) | peak reserved MiB | peak allocated MiB "
         "| utilization | driver used MiB (end) | agreement with PyTorch |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -558,6 +589,8 @@ def report(out: pathlib.Path) -> None:
         if row["wall_s_median"] is not None:
             wall = f"{row['wall_s_median']:.3f} ({row['wall_s_min']:.3f}-{row['wall_s_max']:.3f})"
         versus = f"{row['wall_vs_pytorch']:.2f}x" if row.get("wall_vs_pytorch") else "-"
+        if row.get("wall_vs_pytorch_interpolated"):
+            versus += f" ({row['wall_vs_pytorch_interpolated']:.2f}x)"
         utilization = f"{row['utilization']:.3f}" if row.get("utilization") else "-"
         if row["workload"] in TRAINING:
             spread = row.get("pytorch_loss_spread")

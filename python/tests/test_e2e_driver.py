@@ -110,6 +110,20 @@ class Summary(unittest.TestCase):
         self.assertTrue(serve["token_counts_match_pytorch"])
         self.assertEqual((serve["token_ids_match_pytorch"], serve["token_ids_compared"]), (1, 2))
 
+    def test_a_host_that_slows_down_steadily_moves_the_medians_not_the_interpolated_ratio(self):
+        # Both modes take 4.0 s + 0.1 s per position in the call: the same speed at every moment.
+        order = ["vrampool", "pytorch", "expandable", "pytorch", "expandable", "vrampool", "expandable", "vrampool",
+                 "pytorch"]
+        runs = [record("gpt_train_varlen", mode, 4.0 + 0.1 * i, i // 3) for i, mode in enumerate(order)]
+        runs.insert(0, record("gpt_train_varlen", "vrampool", 9.0, -1, role="warmup"))
+        rows = {row["mode"]: row for row in e2e.summarize(runs)}
+        self.assertAlmostEqual(rows["vrampool"]["wall_vs_pytorch"], 4.5 / 4.3)
+        self.assertAlmostEqual(rows["vrampool"]["wall_vs_pytorch_interpolated"], 1.0)
+        self.assertAlmostEqual(rows["expandable"]["wall_vs_pytorch_interpolated"], 1.0)
+        self.assertNotIn("wall_vs_pytorch_interpolated", rows["pytorch"])
+        # The first run has PyTorch runs on one side only: the nearest stands in.
+        self.assertEqual(e2e.interpolated_ratios(runs, "gpt_train_varlen", "vrampool")[0], 4.0 / 4.1)
+
     def test_warm_up_runs_count_in_no_figure(self):
         runs = [
             record("resnet_train_fixed", "vrampool", 9.0, -1, losses=[9.0], role="warmup"),
@@ -133,7 +147,7 @@ class Summary(unittest.TestCase):
             with contextlib.redirect_stdout(io.StringIO()):
                 e2e.report(out)
             table = (out / "pytorch-e2e.md").read_text()
-            row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.05x | 1,000 | 900 | 0.900 |"
+            row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.05x (1.05x) | 1,000 | 900 | 0.900 |"
             self.assertIn(row, table)
             self.assertIn("| 5.00e-03 from PyTorch's median: within its spread |", table)
             self.assertIn("| 9.50e-02 from PyTorch's median: OUTSIDE its spread |", table)
