@@ -1,9 +1,47 @@
 //! The latency bench's results: a markdown table for people and JSON for tools.
 
 use serde::{Deserialize, Serialize};
+use vrampool::PoolStats;
 
 use super::pattern::Pattern;
 use crate::error::CudaError;
+
+/// Device work a vrampool pool did: counts from its stats, or their growth over the timed rounds of a cell.
+/// A driver call costs microseconds, so a few per round show in the median where the pool's own work would
+/// not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolWork {
+    /// Calls to the backend's memory functions (allocate, free, reserve, map, unmap, move).
+    pub backend_calls: u64,
+    /// Times the pool asked the device for more memory.
+    pub growths: u64,
+    /// Physical chunks moved to where memory was needed (virtual memory).
+    pub chunks_moved: u64,
+    /// Whole-device synchronizations.
+    pub synchronizations: u64,
+}
+
+impl PoolWork {
+    /// The counts in a pool's stats.
+    pub fn of(stats: &PoolStats) -> Self {
+        PoolWork {
+            backend_calls: stats.backend_calls,
+            growths: stats.growths,
+            chunks_moved: stats.chunks_moved,
+            synchronizations: stats.synchronizations,
+        }
+    }
+
+    /// What was done between `earlier` and `self`.
+    pub fn since(self, earlier: PoolWork) -> PoolWork {
+        PoolWork {
+            backend_calls: self.backend_calls.saturating_sub(earlier.backend_calls),
+            growths: self.growths.saturating_sub(earlier.growths),
+            chunks_moved: self.chunks_moved.saturating_sub(earlier.chunks_moved),
+            synchronizations: self.synchronizations.saturating_sub(earlier.synchronizations),
+        }
+    }
+}
 
 /// One (method, pattern) cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,6 +63,10 @@ pub struct LatencyCell {
     pub rounds: usize,
     /// Operations per round.
     pub ops_per_round: usize,
+    /// What a vrampool pool did on the device during the timed rounds (warm-up excluded); absent for the
+    /// driver's own allocators.
+    #[serde(default)]
+    pub pool_work_timed: Option<PoolWork>,
     /// Why the cell has no figure.
     pub error: Option<String>,
 }
@@ -50,6 +92,7 @@ impl LatencyCell {
             p90_ns: None,
             rounds: 0,
             ops_per_round: 0,
+            pool_work_timed: None,
             error: None,
         };
         match outcome {
@@ -106,7 +149,7 @@ impl LatencyReport {
     }
 
     /// A markdown table: one row per method, one column per pattern, the median per operation in each
-    /// cell; failed cells say why below the table.
+    /// cell; below it, why failed cells failed and the device work pools did while timed.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
             "Allocation latency on {} (device {}, {} bytes{}), median per operation, {} ms measured per cell\n\n",
@@ -144,6 +187,27 @@ impl LatencyReport {
             out.push_str(&failures.join("\n"));
             out.push('\n');
         }
+        let busy: Vec<String> = self
+            .cells
+            .iter()
+            .filter_map(|cell| {
+                let work = cell.pool_work_timed.filter(|w| *w != PoolWork::default())?;
+                Some(format!(
+                    "- {}, {}: {} backend calls, {} growths, {} chunks moved, {} synchronizations",
+                    cell.method,
+                    cell.pattern,
+                    work.backend_calls,
+                    work.growths,
+                    work.chunks_moved,
+                    work.synchronizations
+                ))
+            })
+            .collect();
+        if !busy.is_empty() {
+            out.push_str("\nDevice work of the pools during the timed rounds:\n\n");
+            out.push_str(&busy.join("\n"));
+            out.push('\n');
+        }
         out
     }
 
@@ -165,6 +229,49 @@ mod tests {
         assert_eq!((cell.rounds, cell.ops_per_round), (5, 10));
         let failed = LatencyCell::new("m", &pattern, Err(CudaError::NoDevice { ordinal: 1, count: 1 }));
         assert!(failed.median_ns.is_none() && failed.error.unwrap().contains("no CUDA device 1"));
+    }
+
+    #[test]
+    fn pool_work_over_the_timed_rounds_is_the_difference_of_two_readings() {
+        let before = PoolWork { backend_calls: 10, growths: 2, chunks_moved: 5, synchronizations: 1 };
+        let after = PoolWork { backend_calls: 13, growths: 2, chunks_moved: 9, synchronizations: 1 };
+        assert_eq!(
+            after.since(before),
+            PoolWork { backend_calls: 3, growths: 0, chunks_moved: 4, synchronizations: 0 }
+        );
+        let stats =
+            PoolStats { backend_calls: 7, growths: 1, chunks_moved: 2, synchronizations: 3, ..Default::default() };
+        assert_eq!(
+            PoolWork::of(&stats),
+            PoolWork { backend_calls: 7, growths: 1, chunks_moved: 2, synchronizations: 3 }
+        );
+    }
+
+    #[test]
+    fn the_table_names_the_cells_whose_pool_called_the_device_while_timed() {
+        let pattern = Pattern::Pair { size: 4096 };
+        let mut busy = LatencyCell::new("hybrid / CudaVirtual", &pattern, Ok((vec![90.0], 10)));
+        busy.pool_work_timed = Some(PoolWork { backend_calls: 12, growths: 1, chunks_moved: 4, synchronizations: 0 });
+        let mut idle = LatencyCell::new("fixed / CudaDevice", &pattern, Ok((vec![25.0], 10)));
+        idle.pool_work_timed = Some(PoolWork::default());
+        let report = LatencyReport {
+            device: "d".into(),
+            ordinal: 0,
+            total_memory: 1,
+            granularity: None,
+            budget_per_cell_ms: 1,
+            methods: vec![busy.method.clone(), idle.method.clone()],
+            patterns: vec![busy.pattern.clone()],
+            cells: vec![busy, idle],
+        };
+        let table = report.to_markdown();
+        assert!(
+            table.contains(
+                "- hybrid / CudaVirtual, pair 4 KiB: 12 backend calls, 1 growths, 4 chunks moved, 0 synchronizations"
+            ),
+            "{table}"
+        );
+        assert!(!table.contains("- fixed / CudaDevice"), "{table}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use vrampool::{
 };
 
 use super::bench_device::BenchDevice;
+use super::latency_report::PoolWork;
 use super::pattern::Pattern;
 use crate::error::CudaError;
 
@@ -18,6 +19,12 @@ pub trait Allocator {
 
     /// Frees what [`Allocator::allocate`] returned.
     fn free(&mut self, addr: u64) -> Result<(), CudaError>;
+
+    /// The device work a vrampool pool has done so far (backend calls, growths, moved chunks,
+    /// synchronizations); `None` for the driver's own allocators.
+    fn pool_work(&self) -> Option<PoolWork> {
+        None
+    }
 }
 
 /// A vrampool pool as an [`Allocator`], on the default stream.
@@ -34,6 +41,10 @@ impl<P: Pool> Allocator for PoolAllocator<P> {
     #[inline]
     fn free(&mut self, addr: u64) -> Result<(), CudaError> {
         Ok(self.pool.free(addr)?)
+    }
+
+    fn pool_work(&self) -> Option<PoolWork> {
+        Some(PoolWork::of(&self.pool.stats()))
     }
 }
 

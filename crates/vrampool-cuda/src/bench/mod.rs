@@ -14,7 +14,7 @@ mod pattern;
 mod runner;
 
 pub use bench_device::BenchDevice;
-pub use latency_report::{LatencyCell, LatencyReport};
+pub use latency_report::{LatencyCell, LatencyReport, PoolWork};
 pub use method::{Allocator, Method, default_methods, fixed_config};
 pub use pattern::{Pattern, default_patterns};
 pub use runner::{BenchConfig, run};

@@ -6,7 +6,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::bench_device::BenchDevice;
-use super::latency_report::{LatencyCell, LatencyReport};
+use super::latency_report::{LatencyCell, LatencyReport, PoolWork};
 use super::method::{Allocator, Method};
 use super::pattern::{Pattern, default_patterns};
 use crate::error::CudaError;
@@ -47,10 +47,12 @@ impl Default for BenchConfig {
     }
 }
 
-/// Nanoseconds per operation of each timed round, and the operations per round.
+/// Nanoseconds per operation of each timed round, the operations per round, and what a pool did on the
+/// device while timed.
 struct Samples {
     per_op_ns: Vec<f64>,
     ops_per_round: usize,
+    pool_work: Option<PoolWork>,
 }
 
 /// Runs every method on every pattern of `config` on `device`, one cell after another, and reports the
@@ -65,7 +67,10 @@ pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> La
                 drop(allocator);
                 samples
             });
-            cells.push(LatencyCell::new(&method.name, pattern, outcome.map(|s| (s.per_op_ns, s.ops_per_round))));
+            let pool_work = outcome.as_ref().ok().and_then(|s| s.pool_work);
+            let mut cell = LatencyCell::new(&method.name, pattern, outcome.map(|s| (s.per_op_ns, s.ops_per_round)));
+            cell.pool_work_timed = pool_work;
+            cells.push(cell);
         }
     }
     LatencyReport {
@@ -95,13 +100,18 @@ fn measure(allocator: &mut dyn Allocator, pattern: &Pattern, config: &BenchConfi
     outcome
 }
 
-/// Rounds of `ops` operations each, timed, until the budget is spent.
-fn timed_rounds(config: &BenchConfig, mut op: impl FnMut() -> Result<(), CudaError>) -> Result<Samples, CudaError> {
+/// Rounds of `ops` operations each, timed, until the budget is spent; with what the pool did meanwhile.
+fn timed_rounds(
+    allocator: &mut dyn Allocator,
+    config: &BenchConfig,
+    mut op: impl FnMut(&mut dyn Allocator) -> Result<(), CudaError>,
+) -> Result<Samples, CudaError> {
+    let before = allocator.pool_work();
     // Estimate the cost of one operation, then batch so a round takes about `round_target`.
     let probe = 8;
     let start = Instant::now();
     for _ in 0..probe {
-        op()?;
+        op(allocator)?;
     }
     let estimate = start.elapsed().as_secs_f64() / probe as f64;
     let ops_per_round = (config.round_target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, 100_000.0) as usize;
@@ -112,22 +122,23 @@ fn timed_rounds(config: &BenchConfig, mut op: impl FnMut() -> Result<(), CudaErr
     {
         let start = Instant::now();
         for _ in 0..ops_per_round {
-            op()?;
+            op(allocator)?;
         }
         per_op_ns.push(start.elapsed().as_nanos() as f64 / ops_per_round as f64);
     }
-    Ok(Samples { per_op_ns, ops_per_round })
+    let pool_work = allocator.pool_work().zip(before).map(|(after, before)| after.since(before));
+    Ok(Samples { per_op_ns, ops_per_round, pool_work })
 }
 
 fn measure_pairs(allocator: &mut dyn Allocator, size: u64, config: &BenchConfig) -> Result<Samples, CudaError> {
-    let mut pair = || {
+    let pair = |allocator: &mut dyn Allocator| {
         let addr = allocator.allocate(size)?;
         allocator.free(addr)
     };
     for _ in 0..config.warmup_ops {
-        pair()?;
+        pair(allocator)?;
     }
-    timed_rounds(config, pair)
+    timed_rounds(allocator, config, pair)
 }
 
 /// Draws of the churn pattern, made before timing so that the random numbers cost nothing in the rounds.
@@ -148,10 +159,10 @@ fn measure_churn(
         live.push(allocator.allocate(sizes[i % CHURN_DRAWS])?);
     }
     if live.is_empty() {
-        return Ok(Samples { per_op_ns: Vec::new(), ops_per_round: 0 });
+        return Ok(Samples { per_op_ns: Vec::new(), ops_per_round: 0, pool_work: None });
     }
     let mut step = 0usize;
-    let mut churn = || {
+    let mut churn = |allocator: &mut dyn Allocator| {
         let (size, victim) = (sizes[step % CHURN_DRAWS], victims[step % CHURN_DRAWS]);
         step += 1;
         allocator.free(live[victim])?;
@@ -168,9 +179,9 @@ fn measure_churn(
         }
     };
     for _ in 0..config.warmup_ops {
-        churn()?;
+        churn(allocator)?;
     }
-    timed_rounds(config, churn)
+    timed_rounds(allocator, config, churn)
 }
 
 #[cfg(test)]
@@ -207,7 +218,12 @@ mod tests {
         for cell in &report.cells {
             assert!(cell.error.is_none(), "{} / {}: {:?}", cell.method, cell.pattern, cell.error);
             assert!(cell.median_ns.is_some_and(|ns| ns > 0.0) && cell.rounds >= 3, "{cell:?}");
+            assert_eq!(cell.pool_work_timed.is_some(), !cell.method.starts_with("cuMem"), "{cell:?}");
         }
+        // The fixed pool reserved its slab when made (a backend call) and calls nothing while timed: the cell
+        // counts the timed rounds only.
+        let fixed = report.cell("fixed / CudaDevice", "pair 4 KiB").unwrap();
+        assert_eq!(fixed.pool_work_timed, Some(PoolWork::default()), "{fixed:?}");
         assert!(fake.default_pool_kept(), "CUDA's pool keeps its memory");
         assert!(fake.count("cuMemAllocAsync") > 0 && fake.count("cuMemAlloc") > 0);
         assert_eq!(fake.allocation_count(), 0, "every allocation was freed");
