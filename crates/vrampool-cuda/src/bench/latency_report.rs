@@ -59,6 +59,10 @@ pub struct LatencyCell {
     pub p10_ns: Option<f64>,
     /// The 90th percentile of the rounds.
     pub p90_ns: Option<f64>,
+    /// Mean nanoseconds per operation over all timed operations: what rare slow operations (a driver call
+    /// inside a pool) cost in all, which the median of rounds leaves out.
+    #[serde(default)]
+    pub mean_ns: Option<f64>,
     /// Rounds timed.
     pub rounds: usize,
     /// Operations per round.
@@ -90,6 +94,7 @@ impl LatencyCell {
             median_ns: None,
             p10_ns: None,
             p90_ns: None,
+            mean_ns: None,
             rounds: 0,
             ops_per_round: 0,
             pool_work_timed: None,
@@ -101,6 +106,8 @@ impl LatencyCell {
                 cell.median_ns = quantile(&per_op, 0.5);
                 cell.p10_ns = quantile(&per_op, 0.1);
                 cell.p90_ns = quantile(&per_op, 0.9);
+                // Every round runs the same number of operations: the mean of the rounds is the mean of all.
+                cell.mean_ns = (!per_op.is_empty()).then(|| per_op.iter().sum::<f64>() / per_op.len() as f64);
                 cell.rounds = per_op.len();
                 cell.ops_per_round = ops_per_round;
             }
@@ -226,6 +233,7 @@ mod tests {
         let pattern = Pattern::Pair { size: 4096 };
         let cell = LatencyCell::new("m", &pattern, Ok((vec![5.0, 1.0, 3.0, 100.0, 2.0], 10)));
         assert_eq!((cell.median_ns, cell.p10_ns, cell.p90_ns), (Some(3.0), Some(1.0), Some(100.0)));
+        assert_eq!(cell.mean_ns, Some(22.2), "one slow round moves the mean, not the median");
         assert_eq!((cell.rounds, cell.ops_per_round), (5, 10));
         let failed = LatencyCell::new("m", &pattern, Err(CudaError::NoDevice { ordinal: 1, count: 1 }));
         assert!(failed.median_ns.is_none() && failed.error.unwrap().contains("no CUDA device 1"));

@@ -107,14 +107,25 @@ fn timed_rounds(
     mut op: impl FnMut(&mut dyn Allocator) -> Result<(), CudaError>,
 ) -> Result<Samples, CudaError> {
     let before = allocator.pool_work();
-    // Estimate the cost of one operation, then batch so a round takes about `round_target`.
-    let probe = 8;
-    let start = Instant::now();
-    for _ in 0..probe {
-        op(allocator)?;
-    }
-    let estimate = start.elapsed().as_secs_f64() / probe as f64;
-    let ops_per_round = (config.round_target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, 100_000.0) as usize;
+    // Estimate the cost of one operation from batches of 8, 16, 32, ... operations, until one lasts an
+    // eighth of a round: a single slow operation in a short batch (a driver call inside a pool) would have
+    // made every round short, and the median of short rounds leaves out what such calls cost.
+    let estimate = {
+        let mut batch = 8usize;
+        loop {
+            let start = Instant::now();
+            for _ in 0..batch {
+                op(allocator)?;
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= config.round_target / 8 || batch >= MAX_OPS_PER_ROUND {
+                break elapsed.as_secs_f64() / batch as f64;
+            }
+            batch *= 2;
+        }
+    };
+    let ops_per_round =
+        (config.round_target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, MAX_OPS_PER_ROUND as f64) as usize;
     let mut per_op_ns = Vec::new();
     let budget = Instant::now();
     while per_op_ns.len() < config.max_rounds
@@ -140,6 +151,9 @@ fn measure_pairs(allocator: &mut dyn Allocator, size: u64, config: &BenchConfig)
     }
     timed_rounds(allocator, config, pair)
 }
+
+/// The most operations a timed round runs.
+const MAX_OPS_PER_ROUND: usize = 100_000;
 
 /// Draws of the churn pattern, made before timing so that the random numbers cost nothing in the rounds.
 const CHURN_DRAWS: usize = 1 << 16;
@@ -241,6 +255,37 @@ mod tests {
         }
         drop(device);
         assert_eq!(fake.used(), 0);
+    }
+
+    /// An allocator whose second operation stalls (as a driver call inside a pool does) and the rest cost
+    /// next to nothing.
+    struct StallsOnce {
+        calls: u64,
+    }
+
+    impl Allocator for StallsOnce {
+        fn allocate(&mut self, _size: u64) -> Result<u64, CudaError> {
+            self.calls += 1;
+            if self.calls == 2 {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_micros(200) {}
+            }
+            Ok(self.calls)
+        }
+
+        fn free(&mut self, _addr: u64) -> Result<(), CudaError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_stalled_operation_does_not_make_every_round_short() {
+        let config = BenchConfig { round_target: Duration::from_millis(2), ..quick() };
+        let mut allocator = StallsOnce { calls: 0 };
+        let samples = timed_rounds(&mut allocator, &config, |a| a.allocate(1).map(drop)).unwrap();
+        // Estimated from the stalled batch of 8 alone, a round would have been about 80 operations.
+        assert!(samples.ops_per_round > 800, "{}", samples.ops_per_round);
+        assert_eq!(samples.pool_work, None, "not a pool");
     }
 
     #[test]
