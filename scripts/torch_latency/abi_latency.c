@@ -1,0 +1,195 @@
+/* The patterns of latency.cpp through vrampool's PyTorch entry points alone, without PyTorch or a GPU: for
+ * timing and profiling the C ABI's path on any machine (callgrind, perf), on the simulated device.
+ *
+ *   cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -o abi_latency scripts/torch_latency/abi_latency.c -ldl -lm
+ *   VRAMPOOL_CONF=backend=sim ./abi_latency target/release/libvrampool_c.so churn 31 2000
+ *   VRAMPOOL_CONF=backend=sim ./abi_latency target/release/libvrampool_c.so pair 31 2000 4096
+ *
+ * churn: 1000 live blocks of log-uniform sizes from 256 B to 8 MiB (drawn before timing by splitmix64 from a
+ * fixed seed); after 5000 untimed steps, ROUNDS rounds of OPS steps, each step a free of a block chosen at
+ * random and an allocation in its place. pair: OPS allocate+free pairs of SIZE bytes per round, after 5000
+ * untimed. Prints the median, p10 and p90 of the rounds' nanoseconds per operation, then the pool's
+ * allocations, region requests ("fallbacks"), growths, moved chunks and peak reserved bytes. Every block is freed at the end; the
+ * program exits 1 if an allocation fails or the pool still holds a live block.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef void *(*alloc_fn)(size_t, int, void *);
+typedef void (*free_fn)(void *, size_t, int, void *);
+typedef char *(*stats_fn)(int);
+typedef void (*string_free_fn)(char *);
+typedef const char *(*last_error_fn)(void);
+
+enum { LIVE = 1000, WARMUP = 5000 };
+
+static alloc_fn vp_alloc;
+static free_fn vp_free;
+static last_error_fn vp_last_error;
+
+static uint64_t splitmix(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A size log-uniform in [256 B, 8 MiB]: exp of a uniform draw between the logs of the two. */
+static size_t log_uniform(uint64_t *state) {
+    static const double lo = 5.545177444479562, hi = 15.942385152878742; /* ln 256, ln 8 MiB */
+    double unit = (double)(splitmix(state) >> 11) / (double)(1ull << 53);
+    return (size_t)exp(lo + (hi - lo) * unit);
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static void *must_alloc(size_t size) {
+    void *p = vp_alloc(size, 0, NULL);
+    if (p == NULL) {
+        fprintf(stderr, "vrampool_torch_alloc(%zu) failed: %s\n", size, vp_last_error());
+        exit(1);
+    }
+    return p;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Looks `name` up in `library` and stores it in the function pointer at `out` (ISO C has no cast from the
+ * object pointer dlsym returns to a function pointer; POSIX guarantees the representations match). Returns
+ * whether the symbol was found. */
+static int symbol(void *library, const char *name, void *out, size_t size) {
+    void *found = dlsym(library, name);
+    memcpy(out, &found, size);
+    return found != NULL;
+}
+
+/* The integer after the first `"key":` in `json`, or -1. */
+static long long json_number(const char *json, const char *key) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *at = strstr(json, pattern);
+    return at ? strtoll(at + strlen(pattern), NULL, 10) : -1;
+}
+
+/* The `peak` of the counter `key` (an object `{"current": .., "peak": ..}`) in `json`, or -1. */
+static long long json_peak(const char *json, const char *key) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":{", key);
+    const char *at = strstr(json, pattern);
+    return at ? json_number(at, "peak") : -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5 || (strcmp(argv[2], "churn") != 0 && strcmp(argv[2], "pair") != 0) ||
+        (strcmp(argv[2], "pair") == 0 && argc < 6)) {
+        fprintf(stderr, "usage: %s LIBRARY churn ROUNDS OPS | LIBRARY pair ROUNDS OPS SIZE\n", argv[0]);
+        return 2;
+    }
+    int churn = strcmp(argv[2], "churn") == 0;
+    long rounds = atol(argv[3]), ops = atol(argv[4]);
+    size_t pair_size = churn ? 0 : (size_t)atoll(argv[5]);
+    if (rounds < 1 || ops < 1 || (!churn && pair_size < 1)) {
+        fprintf(stderr, "ROUNDS, OPS and SIZE must be at least 1\n");
+        return 2;
+    }
+    void *library = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        fprintf(stderr, "dlopen(%s) failed: %s\n", argv[1], dlerror());
+        return 1;
+    }
+    stats_fn stats;
+    string_free_fn string_free;
+    int found = symbol(library, "vrampool_torch_alloc", &vp_alloc, sizeof vp_alloc) &
+                symbol(library, "vrampool_torch_free", &vp_free, sizeof vp_free) &
+                symbol(library, "vrampool_last_error", &vp_last_error, sizeof vp_last_error) &
+                symbol(library, "vrampool_stats_json", &stats, sizeof stats) &
+                symbol(library, "vrampool_string_free", &string_free, sizeof string_free);
+    if (!found) {
+        fprintf(stderr, "%s lacks the vrampool_torch_* entry points\n", argv[1]);
+        return 1;
+    }
+
+    size_t steps = WARMUP + (size_t)rounds * (size_t)ops;
+    size_t *sizes = NULL;
+    uint32_t *victims = NULL;
+    void *live[LIVE];
+    size_t live_size[LIVE];
+    if (churn) {
+        uint64_t state = 0x5eed;
+        sizes = malloc(sizeof *sizes * steps);
+        victims = malloc(sizeof *victims * steps);
+        if (!sizes || !victims) {
+            fprintf(stderr, "no memory for %zu steps\n", steps);
+            return 1;
+        }
+        for (size_t i = 0; i < steps; i++) {
+            sizes[i] = log_uniform(&state);
+            victims[i] = (uint32_t)(splitmix(&state) % LIVE);
+        }
+        for (int i = 0; i < LIVE; i++) {
+            live_size[i] = log_uniform(&state);
+            live[i] = must_alloc(live_size[i]);
+        }
+    }
+    double *per_op = malloc(sizeof *per_op * (size_t)rounds);
+    if (!per_op) {
+        return 1;
+    }
+    size_t step = 0;
+    for (long r = -1; r < rounds; r++) {
+        long count = r < 0 ? WARMUP : ops;
+        double start = now_ns();
+        for (long i = 0; i < count; i++) {
+            if (churn) {
+                uint32_t v = victims[step];
+                vp_free(live[v], live_size[v], 0, NULL);
+                live_size[v] = sizes[step++];
+                live[v] = must_alloc(live_size[v]);
+            } else {
+                vp_free(must_alloc(pair_size), pair_size, 0, NULL);
+            }
+        }
+        if (r >= 0) {
+            per_op[r] = (now_ns() - start) / (double)count;
+        }
+    }
+    qsort(per_op, (size_t)rounds, sizeof *per_op, by_value);
+    printf("%s: median %.1f ns per operation (p10 %.1f, p90 %.1f) over %ld rounds of %ld\n", argv[2],
+           per_op[rounds / 2], per_op[rounds / 10], per_op[rounds * 9 / 10], rounds, ops);
+    if (churn) {
+        for (int i = 0; i < LIVE; i++) {
+            vp_free(live[i], live_size[i], 0, NULL);
+        }
+    }
+    char *json = stats(0);
+    if (json == NULL) {
+        fprintf(stderr, "vrampool_stats_json failed: %s\n", vp_last_error());
+        return 1;
+    }
+    long long active = json_number(json, "active_allocations");
+    printf("pool: %lld allocations, %lld in the region, %lld growths, %lld chunks moved, %lld MiB reserved at the "
+           "peak, %lld live at the end\n",
+           json_number(json, "allocations"), json_number(json, "fallbacks"), json_number(json, "growths"),
+           json_number(json, "chunks_moved"), json_peak(json, "reserved_bytes") >> 20, active);
+    string_free(json);
+    free(per_op);
+    free(sizes);
+    free(victims);
+    if (active != 0) {
+        fprintf(stderr, "the pool still holds %lld live blocks\n", active);
+        return 1;
+    }
+    return 0;
+}
