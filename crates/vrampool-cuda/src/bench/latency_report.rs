@@ -156,7 +156,8 @@ impl LatencyReport {
     }
 
     /// A markdown table: one row per method, one column per pattern, the median per operation in each
-    /// cell; below it, why failed cells failed and the device work pools did while timed.
+    /// cell; below it, why failed cells failed, and the device work pools did while timed with the mean per
+    /// operation of those cells.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
             "Allocation latency on {} (device {}, {} bytes{}), median per operation, {} ms measured per cell\n\n",
@@ -199,8 +200,9 @@ impl LatencyReport {
             .iter()
             .filter_map(|cell| {
                 let work = cell.pool_work_timed.filter(|w| *w != PoolWork::default())?;
+                let mean = cell.mean_ns.map(|ns| format!("; mean {} per operation", human_ns(ns))).unwrap_or_default();
                 Some(format!(
-                    "- {}, {}: {} backend calls, {} growths, {} chunks moved, {} synchronizations",
+                    "- {}, {}: {} backend calls, {} growths, {} chunks moved, {} synchronizations{mean}",
                     cell.method,
                     cell.pattern,
                     work.backend_calls,
@@ -275,7 +277,8 @@ mod tests {
         let table = report.to_markdown();
         assert!(
             table.contains(
-                "- hybrid / CudaVirtual, pair 4 KiB: 12 backend calls, 1 growths, 4 chunks moved, 0 synchronizations"
+                "- hybrid / CudaVirtual, pair 4 KiB: 12 backend calls, 1 growths, 4 chunks moved, 0 synchronizations; \
+                 mean 90 ns per operation"
             ),
             "{table}"
         );
