@@ -1,6 +1,7 @@
 """The parts of scripts/pytorch-e2e.py that need no GPU: each mode's environment, configs for the GPU, and the
 summary table built from run records."""
 
+import argparse
 import contextlib
 import importlib.util
 import io
@@ -172,7 +173,11 @@ class Summary(unittest.TestCase):
             self.assertIn("**Deterministic kernels**", table)
             self.assertIn("| own spread 0.00e+00 (2 runs) |", table)
             self.assertIn("| 0.00e+00 from PyTorch's median: within its spread |", table)
-            self.assertIn("from PyTorch's median: OUTSIDE its spread |", table, "one ulp-sized difference is caught")
+            self.assertIn("from PyTorch's median: OUTSIDE its spread |", table, "a difference of 1e-6 is caught")
+            # `drive` refuses to add runs of the other kind before it runs anything.
+            with self.assertRaises(SystemExit) as refused:
+                e2e.drive(argparse.Namespace(out=str(out), deterministic=False))
+            self.assertIn("holds runs with --deterministic", str(refused.exception))
             with open(out / "runs.jsonl", "a") as more:
                 more.write(json.dumps(record("gpt_train_varlen", "pytorch", 4.0, 2, losses=[10.9, 10.5])) + "\n")
             with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()):
