@@ -13,10 +13,12 @@
 #                                             more for its own spread. A workload too long for one call runs in several
 #                                             with a few modes each; `scripts/pytorch-e2e.py report --out DIR`
 #                                             merges their runs.jsonl into one table.
-#   scripts/gpu-run.sh e2e-deterministic WORKLOADS [MODES]
+#   scripts/gpu-run.sh e2e-deterministic WORKLOADS [MODES [CONF]]
 #                                             the same with PyTorch's deterministic kernels (default modes:
 #                                             vrampool, pytorch), 2 runs each and PyTorch's default once more, no
-#                                             warm-up: the losses of every mode must equal PyTorch's bit for bit
+#                                             warm-up: the losses of every mode must equal PyTorch's bit for bit.
+#                                             These runs are steady (a few %), so vrampool-advised with CONF (else
+#                                             the advised config) compares a config with the default in time too
 #
 # Each phase writes its output to a file of its own as it goes, so a run cut short keeps what finished. The
 # checks' many files are packed into $OUT/checks.tar.gz at the end, beside $OUT/summary.txt.
@@ -97,12 +99,18 @@ e2e)
 e2e-deterministic)
     workloads=${2:?workloads}
     modes=${3:-vrampool,pytorch}
+    args=()
+    if [[ ",$modes," == *,vrampool-advised,* ]]; then
+        for w in ${workloads//,/ }; do
+            args+=(--advised "$w" "${4:-$(advised "$w")}")
+        done
+    fi
     name="e2e-deterministic-${workloads//,/-}"
     phase "$name" python3 scripts/pytorch-e2e.py drive --out "$OUT/$name" --workloads "$workloads" \
-        --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB"
+        --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES]" >&2
+    echo "usage: $0 checks | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac

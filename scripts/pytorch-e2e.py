@@ -40,8 +40,9 @@ Commands:
 deterministic without autotuning, CUBLAS_WORKSPACE_CONFIG=:4096:8, attention by the math kernel), so that runs
 with the same seed compute the same losses bit for bit whatever allocator serves them: PyTorch default's own
 spread is then 0 and another mode's losses agree only when they are identical. A check of the allocator (a block
-handed out twice, or reused while a kernel still reads it, changes the numbers), not a timing: its wall times
-are those of slower kernels. Runs of both kinds may not share an OUT folder.
+handed out twice, or reused while a kernel still reads it, changes the numbers). Its wall times are those of
+slower kernels: they compare modes within such runs (they vary less than the default kernels'), not with the
+default kernels' times. Runs of both kinds may not share an OUT folder.
 
 Example (about 3, 6 and 6 minutes on one H200 with the defaults; split so each call stays under 10 minutes):
 
@@ -574,8 +575,8 @@ def report(out: pathlib.Path) -> None:
         "that ran at different moments, not these ratios). Driver used: `total - free` of "
         "`torch.cuda.mem_get_info()` at the end of the run (includes the CUDA context)."
         + (
-            " **Deterministic kernels** (`--deterministic`): a check that the losses are the same bit for bit, "
-            "not a timing."
+            " **Deterministic kernels** (`--deterministic`): a check that the losses are the same bit for bit; "
+            "the times are those of the deterministic kernels, comparable between these runs only."
             if deterministic
             else ""
         ),
