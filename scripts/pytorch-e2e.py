@@ -335,8 +335,6 @@ def run_in_child(
     if lib is not None:
         command += ["--lib", lib]
     env = apply_environment(dict(os.environ), mode, conf)
-    if deterministic:
-        env.update(DETERMINISTIC_ENVIRONMENT)
     started = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -393,10 +391,10 @@ def plan_runs(workloads, modes, reps: int, extra: int, advised: set, warmup: int
 def drive(args) -> None:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if (out / "runs.jsonl").exists() and read_runs(out):
-        if kernels_of(read_runs(out)) != args.deterministic:
-            raise SystemExit(f"{out}/runs.jsonl holds runs {'without' if args.deterministic else 'with'} "
-                             "--deterministic: give each kind its own --out")
+    earlier = read_runs(out) if (out / "runs.jsonl").exists() else []
+    if earlier and kernels_of(earlier) != args.deterministic:
+        raise SystemExit(f"{out}/runs.jsonl holds runs {'without' if args.deterministic else 'with'} "
+                         "--deterministic: give each kind its own --out")
     advised = {workload: device_conf(conf) for workload, conf in (args.advised or [])}
     if args.advised_conf:
         for workload in WORKLOADS:
