@@ -299,6 +299,9 @@ def run_here(
                     "chunks_moved",
                     "trimmed_bytes",
                     "synchronizations",
+                    "event_waits",
+                    "device_time_ns",
+                    "wait_time_ns",
                 )
                 if key in stats
             },

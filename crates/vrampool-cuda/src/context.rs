@@ -97,6 +97,15 @@ impl DeviceContext {
         unsafe { self.driver.event_query(raw) }
     }
 
+    /// Blocks the host until an event has completed (`cuEventSynchronize`).
+    pub(crate) fn wait_event(&self, event: EventId) -> Result<(), CudaError> {
+        let raw = self.events.lookup(event, || self.name.clone())?;
+        self.bind()?;
+        // SAFETY: `raw` is a live event of this driver (the pool checked the id); events are destroyed
+        // only when the backend drops.
+        unsafe { self.driver.event_synchronize(raw) }
+    }
+
     /// Makes `stream` wait for an event (`cuStreamWaitEvent`).
     pub(crate) fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), CudaError> {
         let raw_stream = self.stream(stream)?;
@@ -208,6 +217,42 @@ mod tests {
         );
         backend.synchronize().unwrap();
         assert!(fake.count("cuCtxSynchronize") >= 1);
+    }
+
+    /// A dynamic pool on one stream that must move idle chunks still used by queued work waits for the
+    /// event that ends that work (`cuEventSynchronize`), not for the whole context.
+    #[test]
+    fn moving_chunks_in_use_on_one_stream_waits_for_its_event() {
+        for failing in [false, true] {
+            let (fake, backend, a, _) = backend_with_streams();
+            let g = fake.granularity().unwrap();
+            let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+            let pool = DynamicPool::new(backend.clone(), config).unwrap();
+            let x = pool.allocate(4 * g, 256, a).unwrap();
+            let z = pool.allocate(g, 256, a).unwrap();
+            fake.hold_stream(a.0);
+            pool.free(x.addr).unwrap();
+            fake.clear_calls();
+            if failing {
+                fake.fail("cuEventSynchronize", 0, CUDA_ERROR_INVALID_HANDLE);
+                let err = pool.allocate(8 * g, 256, a).unwrap_err();
+                assert!(err.to_string().contains("cuEventSynchronize"), "{err}");
+                assert_eq!(fake.count("cuMemUnmap"), 0, "nothing moved without the wait");
+                fake.finish_stream(a.0);
+                pool.free(z.addr).unwrap();
+                continue;
+            }
+            let w = pool.allocate(8 * g, 256, a).unwrap();
+            let stats = pool.stats();
+            assert_eq!((stats.chunks_moved, stats.event_waits, stats.synchronizations), (4, 1, 0), "{stats:?}");
+            let calls = fake.calls();
+            let waited = calls.iter().position(|c| *c == "cuEventSynchronize").expect("an event wait");
+            let unmapped = calls.iter().position(|c| *c == "cuMemUnmap").expect("a move");
+            assert!(waited < unmapped, "the wait comes before the move: {calls:?}");
+            assert_eq!(fake.count("cuCtxSynchronize"), 0);
+            pool.free(w.addr).unwrap();
+            pool.free(z.addr).unwrap();
+        }
     }
 
     #[test]

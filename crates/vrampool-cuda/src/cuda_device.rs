@@ -92,6 +92,10 @@ impl Backend for CudaDevice {
         self.context.events().release(event);
     }
 
+    fn wait_event(&self, event: EventId) -> vrampool::Result<()> {
+        Ok(self.context.wait_event(event)?)
+    }
+
     fn synchronize(&self) -> vrampool::Result<()> {
         Ok(self.context.synchronize()?)
     }

@@ -472,6 +472,10 @@ impl Backend for CudaVirtual {
         self.context.events().release(event);
     }
 
+    fn wait_event(&self, event: EventId) -> vrampool::Result<()> {
+        Ok(self.context.wait_event(event)?)
+    }
+
     fn synchronize(&self) -> vrampool::Result<()> {
         Ok(self.context.synchronize()?)
     }

@@ -170,6 +170,12 @@ pub(crate) trait Driver: Send + Sync + fmt::Debug {
     /// `event` is live, from this driver.
     unsafe fn event_query(&self, event: u64) -> DriverResult<bool>;
 
+    /// Blocks the host until the work before the event's record has completed (`cuEventSynchronize`).
+    ///
+    /// # Safety
+    /// `event` is live, from this driver.
+    unsafe fn event_synchronize(&self, event: u64) -> DriverResult<()>;
+
     /// Makes `stream` wait for `event` (`cuStreamWaitEvent`).
     ///
     /// # Safety
@@ -517,6 +523,11 @@ impl Driver for CudaDriver {
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             failure => check("cuEventQuery", failure).map(|()| false),
         }
+    }
+
+    unsafe fn event_synchronize(&self, event: u64) -> DriverResult<()> {
+        // SAFETY: the caller passes a live event of this driver.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(raw_event(event)) })
     }
 
     unsafe fn stream_wait_event(&self, stream: u64, event: u64) -> DriverResult<()> {

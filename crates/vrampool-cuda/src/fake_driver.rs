@@ -548,6 +548,19 @@ impl Driver for FakeDriver {
         state.events.get(&event).map(|e| e.complete).ok_or(failure(CALL, CUDA_ERROR_INVALID_HANDLE))
     }
 
+    unsafe fn event_synchronize(&self, event: u64) -> DriverResult<()> {
+        const CALL: &str = "cuEventSynchronize";
+        let mut state = self.state.lock();
+        self.enter(&mut state, CALL)?;
+        let waited = state.events.get(&event).ok_or(failure(CALL, CUDA_ERROR_INVALID_HANDLE))?;
+        // The host waits for the stream's work: a held stream's long work ends.
+        if let Some(stream) = waited.stream {
+            state.busy.remove(&stream);
+            state.events.values_mut().filter(|e| e.stream == Some(stream)).for_each(|e| e.complete = true);
+        }
+        Ok(())
+    }
+
     unsafe fn stream_wait_event(&self, stream: u64, event: u64) -> DriverResult<()> {
         const CALL: &str = "cuStreamWaitEvent";
         let mut state = self.state.lock();

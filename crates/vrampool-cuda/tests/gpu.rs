@@ -319,6 +319,54 @@ fn cross_stream_reuse_waits_for_the_freeing_stream() {
     cross_stream_reuse(backend, &fixed);
 }
 
+/// On one stream, a long run of memsets into block X; X is freed and a larger block W allocated that lands
+/// where nothing is mapped, so the pool moves X's idle chunks under it. It must wait for the memsets (for
+/// the event that ends their epoch, not the whole device) before it unmaps them: the device reports no
+/// fault, the allocation took as long as the memsets had left to run, and W holds what was written to it.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    let context = backend.context().expect("a real driver");
+    let a = context.new_stream().expect("stream");
+    let a = backend.register_stream(&a).expect("register");
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let pool = DynamicPool::new(backend.clone(), config).expect("pool");
+    let size = 256 * MIB;
+    let x = pool.allocate(size, 256, a).expect("block X");
+    let z = pool.allocate(2 * MIB, 256, a).expect("block Z after X");
+    let start = Instant::now();
+    for i in 0..400u32 {
+        // SAFETY: the test owns X until it frees it below, and reads it only as bytes.
+        unsafe { backend.memset_d8(x.addr, if i % 2 == 0 { 0x11 } else { 0x22 }, size, a) }.expect("memset on A");
+    }
+    let queued = start.elapsed();
+    pool.free(x.addr).expect("free X");
+    let w = pool.allocate(2 * size, 256, a).expect("block W");
+    let allocated = start.elapsed();
+    // SAFETY: the test owns W and reads it only as bytes.
+    unsafe { backend.memset_d8(w.addr, 0x33, 2 * size, a) }.expect("memset W");
+    backend.synchronize().expect("no fault: nothing was unmapped under the memsets");
+    let finished = start.elapsed();
+    let bytes = read(&*backend, w.addr, 2 * size);
+    let stats = pool.stats();
+    println!(
+        "400 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after          {finished:?}; {} chunks moved, {} event wait(s), {} synchronisation(s)",
+        human_bytes(size),
+        human_bytes(2 * size),
+        stats.chunks_moved,
+        stats.event_waits,
+        stats.synchronizations,
+    );
+    assert!(stats.chunks_moved >= size / backend.granularity().unwrap(), "X's chunks moved: {stats:?}");
+    assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
+    assert!(allocated * 2 > finished, "the allocation waited for the memsets");
+    assert_eq!(first_difference(&bytes, |_| 0x33), None, "W holds what was written to it");
+    pool.free(w.addr).expect("free");
+    pool.free(z.addr).expect("free");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn pool_slices_work_with_cudarc_copies() {

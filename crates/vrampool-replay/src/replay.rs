@@ -173,7 +173,7 @@ pub fn replay_on(
     }
     let report = pool.report();
     let stats = report.stats;
-    let driver_time_ns = target.simulated.as_ref().map_or(0, |sim| sim.counters().driver_time_ns);
+    let device = target.simulated.as_ref().map(|sim| sim.counters()).unwrap_or_default();
     Ok(ReplayResult {
         trace: plan.name.clone(),
         strategy: spec.strategy,
@@ -186,7 +186,8 @@ pub fn replay_on(
         fallbacks: stats.fallbacks,
         ooms: stats.ooms,
         backend_calls: stats.backend_calls,
-        driver_time_us: driver_time_ns as f64 / 1000.0,
+        driver_time_us: device.driver_time_ns as f64 / 1000.0,
+        host_blocked_us: device.host_blocked_ns as f64 / 1000.0,
         device_peak_used_bytes: device_peak,
         replay_ns_per_event: busy.as_nanos() as f64 / plan.events.max(1) as f64,
         classes: report

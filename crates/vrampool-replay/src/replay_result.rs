@@ -41,6 +41,11 @@ pub struct ReplayResult {
     pub backend_calls: u64,
     /// The cost model's time in the driver, in microseconds (0 on a real device).
     pub driver_time_us: f64,
+    /// The modelled time the program spent blocked waiting for the simulated GPU, in microseconds (0 on a
+    /// GPU that keeps up, and on a real device): each wait for idle pages costs what the GPU had left to run
+    /// of the work it waited for ([`vrampool::DeviceCounters::host_blocked_ns`]).
+    #[serde(default)]
+    pub host_blocked_us: f64,
     /// On a real device: the most memory its driver reported in use beyond what was in use before the
     /// replay, read whenever the pool's reserved bytes reached a new high.
     pub device_peak_used_bytes: Option<u64>,

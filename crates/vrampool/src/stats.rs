@@ -49,8 +49,21 @@ pub struct PoolStats {
     pub events_recorded: u64,
     /// Streams made to wait on another stream's event before reusing its memory.
     pub stream_waits: u64,
-    /// Whole-device synchronisations (before unmapping or moving memory, or past the stream table).
+    /// Whole-device synchronisations (before unmapping memory, moving memory several streams used, or past
+    /// the stream table).
     pub synchronizations: u64,
+    /// Host waits for one event of the pool's stream, before moving idle memory its queued work may still
+    /// use (later work keeps the device busy meanwhile).
+    #[serde(default)]
+    pub event_waits: u64,
+    /// Wall time the pool's callers spent in its device work, in nanoseconds, on the dynamic and hybrid
+    /// pools (0 on the fixed pool): memory calls made while allocating (maps, moves, new segments) and
+    /// freeing (events), and the waits among them.
+    #[serde(default)]
+    pub device_time_ns: u64,
+    /// The part of [`PoolStats::device_time_ns`] spent waiting for the device before moving idle memory.
+    #[serde(default)]
+    pub wait_time_ns: u64,
 }
 
 impl PoolStats {

@@ -49,6 +49,8 @@ pub(crate) struct RareCounters {
     pub(crate) chunks_moved: AtomicU64,
     pub(crate) trimmed_bytes: AtomicU64,
     pub(crate) pre_expansions: AtomicU64,
+    pub(crate) device_time_ns: AtomicU64,
+    pub(crate) wait_time_ns: AtomicU64,
 }
 
 /// Live, peak, reserved and event counters of one pool.
@@ -172,6 +174,14 @@ impl StatsCounters {
     /// Counts one backend call.
     pub(crate) fn count_call(&self) {
         self.rare.backend_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Runs `work` (device calls or waits made for a caller) and adds its wall time to `total`.
+    pub(crate) fn timed<T>(total: &AtomicU64, work: impl FnOnce() -> T) -> T {
+        let start = std::time::Instant::now();
+        let result = work();
+        total.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
     }
 
     /// Reads every counter.

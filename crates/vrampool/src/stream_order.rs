@@ -78,6 +78,8 @@ pub(crate) struct OrderCounters {
     pub(crate) events_recorded: AtomicU64,
     pub(crate) stream_waits: AtomicU64,
     pub(crate) synchronizations: AtomicU64,
+    /// Host waits for one event (the dynamic pool's, before it moves idle chunks).
+    pub(crate) event_waits: AtomicU64,
 }
 
 /// The streams a pool has seen and the events that order reuse between them.

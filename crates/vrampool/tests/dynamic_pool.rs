@@ -298,12 +298,14 @@ fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
     let stats = pool.stats();
     assert_eq!((stats.chunks_moved, stats.synchronizations), (4, 0), "{stats:?}");
     assert_eq!(stats.reserved_bytes.current, 14 * g);
-    // At the cap there is no room to grow around chunks in use: the pool waits for the device.
+    // At the cap there is no room to grow around chunks in use: the pool waits for the work that last used
+    // them (the event that ends its epoch), not for the whole device.
     sim.hold_stream(StreamId::DEFAULT);
     pool.free(w.addr).unwrap();
     let u = pool.alloc(12 * g).unwrap();
     let stats = pool.stats();
-    assert_eq!((stats.synchronizations, stats.chunks_moved), (1, 12), "{stats:?}");
+    assert_eq!((stats.event_waits, stats.synchronizations, stats.chunks_moved), (1, 0, 12), "{stats:?}");
+    assert_eq!((sim.counters().event_waits, sim.counters().synchronizations), (1, 0));
     assert_eq!(stats.reserved_bytes.current, 18 * g);
     for a in [z, v, u] {
         pool.free(a.addr).unwrap();
@@ -321,10 +323,10 @@ fn waiting_for_idle_chunks_moves_them_instead_of_growing() {
         let (sim, pool, z, w) = grow_past_chunks_in_use(config);
         let stats = pool.stats();
         if wait {
-            assert_eq!((stats.chunks_moved, stats.synchronizations), (4, 1), "{stats:?}");
+            assert_eq!((stats.chunks_moved, stats.event_waits, stats.synchronizations), (4, 1, 0), "{stats:?}");
             assert_eq!(stats.reserved_bytes.current, 9 * g, "x's 4 chunks moved under w, 4 more mapped");
         } else {
-            assert_eq!((stats.chunks_moved, stats.synchronizations), (0, 0), "{stats:?}");
+            assert_eq!((stats.chunks_moved, stats.event_waits, stats.synchronizations), (0, 0, 0), "{stats:?}");
             assert_eq!(stats.reserved_bytes.current, 13 * g, "grown around x's chunks");
         }
         sim.release_stream(StreamId::DEFAULT);
@@ -332,4 +334,26 @@ fn waiting_for_idle_chunks_moves_them_instead_of_growing() {
         pool.free(w.addr).unwrap();
         assert_eq!(sim.counters().failed_calls, 0);
     }
+}
+
+/// With several streams the pool's epochs do not order every stream's work: moving idle chunks still in use
+/// waits for the whole device, as before.
+#[test]
+fn with_several_streams_moving_chunks_in_use_waits_for_the_device() {
+    let g = 2 * MIB;
+    let sim = Arc::new(SimDevice::default());
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let pool = DynamicPool::new(sim.clone(), config).unwrap();
+    let other = pool.allocate(g, 256, StreamId(5)).unwrap();
+    let x = pool.alloc(4 * g).unwrap();
+    let z = pool.alloc(g).unwrap();
+    sim.hold_stream(StreamId::DEFAULT);
+    pool.free(x.addr).unwrap();
+    let w = pool.alloc(8 * g).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.chunks_moved, stats.event_waits, stats.synchronizations), (4, 0, 1), "{stats:?}");
+    for a in [other, z, w] {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(sim.counters().failed_calls, 0);
 }

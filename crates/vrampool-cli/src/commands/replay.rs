@@ -171,13 +171,21 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult) {
         "device calls:   {} ({} growths, {} chunks moved)",
         result.backend_calls, result.stats.growths, result.stats.chunks_moved
     );
-    if result.stats.synchronizations > 0 {
+    let waits = result.stats.synchronizations + result.stats.event_waits;
+    if waits > 0 {
         println!(
-            "device waits:   {} (the program waited for the GPU to move idle pages)",
-            result.stats.synchronizations
+            "device waits:   {waits} ({} for the whole GPU, {} for one event: the program waited for the GPU to move \
+             idle pages)",
+            result.stats.synchronizations, result.stats.event_waits
         );
     }
     println!("driver time:    {:.1} ms (cost model)", result.driver_time_us / 1000.0);
+    if args.options.gpu_lag_ms > 0.0 {
+        println!(
+            "blocked on GPU: {:.1} ms (what the GPU had left of the work each wait waited for)",
+            result.host_blocked_us / 1000.0
+        );
+    }
     println!("pool CPU time:  {:.1} ns per event", result.replay_ns_per_event);
     if !result.classes.is_empty() {
         let classes: Vec<String> = result

@@ -33,6 +33,14 @@ pub struct DeviceCounters {
     pub stream_waits: u64,
     /// Whole-device synchronisations.
     pub synchronizations: u64,
+    /// Host waits for one event ([`crate::Backend::wait_event`]).
+    #[serde(default)]
+    pub event_waits: u64,
+    /// Modelled time the host spent blocked on the device's queued work, in nanoseconds: on a device that
+    /// runs behind the program ([`crate::SimDeviceConfig::gpu_lag_us`]), the whole lag for a
+    /// synchronisation, what is left of it for an event wait. Zero where the device keeps up.
+    #[serde(default)]
+    pub host_blocked_ns: u64,
     /// Calls that failed (refused, invalid or injected faults).
     pub failed_calls: u64,
     /// Device memory in use now (segments plus mapped chunks).

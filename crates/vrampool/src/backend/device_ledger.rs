@@ -294,6 +294,14 @@ impl DeviceLedger {
     pub(crate) fn count_synchronization(&mut self) {
         self.counters.synchronizations += 1;
     }
+
+    pub(crate) fn count_event_wait(&mut self) {
+        self.counters.event_waits += 1;
+    }
+
+    pub(crate) fn count_host_blocked(&mut self, ns: u64) {
+        self.counters.host_blocked_ns += ns;
+    }
 }
 
 #[cfg(test)]

@@ -324,6 +324,13 @@ impl Backend for HostMemory {
 
     fn release_event(&self, _event: EventId) {}
 
+    fn wait_event(&self, _event: EventId) -> Result<()> {
+        let mut ledger = self.ledger.lock();
+        ledger.event_call("wait_event", 0)?;
+        ledger.count_event_wait();
+        Ok(())
+    }
+
     fn synchronize(&self) -> Result<()> {
         let mut ledger = self.ledger.lock();
         ledger.event_call("synchronize", 0)?;

@@ -36,7 +36,7 @@ pub struct EventId(pub u64);
 ///
 /// Contract for callers: sizes and addresses passed to the virtual-memory calls are multiples of
 /// [`Backend::granularity`]; a range is unmapped or moved only when no device work still uses it (the pool
-/// calls [`Backend::synchronize`] first); every segment, mapping and range is returned exactly once.
+/// waits first, for the event that ends its last use or for the whole device); every segment, mapping and range is returned exactly once.
 /// Implementations check what they cheaply can and answer a broken contract with
 /// [`Error::InvalidBackendCall`].
 pub trait Backend: Send + Sync + std::fmt::Debug {
@@ -113,6 +113,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Gives an event back; the id is not used again.
     fn release_event(&self, event: EventId);
+
+    /// Blocks the host until the event has completed: the work queued on its stream before it has run,
+    /// while later work keeps the device busy. Default: waits for the whole device
+    /// ([`Backend::synchronize`]), which implies it.
+    fn wait_event(&self, event: EventId) -> Result<()> {
+        let _ = event;
+        self.synchronize()
+    }
 
     /// Blocks until all work on the device has completed.
     fn synchronize(&self) -> Result<()>;

@@ -318,11 +318,41 @@ impl Backend for SimDevice {
         self.state.lock().streams.events.remove(&event.0);
     }
 
+    fn wait_event(&self, event: EventId) -> Result<()> {
+        let mut state = self.state.lock();
+        // The call's own cost, as for a synchronisation of an idle device.
+        let ns = state.ledger.cost().synchronize_ns;
+        state.ledger.event_call("wait_event", ns)?;
+        let streams = &mut state.streams;
+        let Some(waited) = streams.events.get(&event.0) else {
+            return Err(Error::InvalidBackendCall {
+                call: "wait_event",
+                reason: format!("event {} was never recorded or was released", event.0),
+            });
+        };
+        let (stream, completes_at_us) = (waited.stream, waited.completes_at_us);
+        let blocked_us = if streams.completed(waited) { 0 } else { (completes_at_us - streams.clock_us).max(0) };
+        // The host waits until the stream has run up to the event, a held stream's long work included; the
+        // stream's later work still runs.
+        streams.held.remove(&stream);
+        for e in streams.events.values_mut() {
+            if e.stream == stream && e.completes_at_us <= completes_at_us {
+                e.complete = true;
+            }
+        }
+        state.ledger.count_event_wait();
+        state.ledger.count_host_blocked(blocked_us as u64 * 1000);
+        Ok(())
+    }
+
     fn synchronize(&self) -> Result<()> {
         let mut state = self.state.lock();
         let ns = state.ledger.cost().synchronize_ns;
         state.ledger.event_call("synchronize", ns)?;
         state.ledger.count_synchronization();
+        // The host waits for the work queued last, the lag behind it.
+        let blocked_ns = state.streams.lag_us.max(0) as u64 * 1000;
+        state.ledger.count_host_blocked(blocked_ns);
         // A synchronisation waits for everything, held streams included.
         state.streams.held.clear();
         state.streams.events.values_mut().for_each(|e| e.complete = true);
@@ -395,6 +425,37 @@ mod tests {
         assert!(!idle.lags());
         let event = idle.record_event(StreamId::DEFAULT).unwrap();
         assert!(idle.event_complete(event).unwrap());
+    }
+
+    /// Waiting for an event blocks the host for what is left of the lag behind it, and completes the events
+    /// recorded before it on its stream, not the later ones; a synchronisation blocks for the whole lag.
+    #[test]
+    fn waiting_for_an_event_blocks_for_what_is_left_of_its_lag() {
+        let sim = SimDevice::new(SimDeviceConfig::default().gpu_lag_us(1000));
+        sim.advance_clock(5_000);
+        let first = sim.record_event(StreamId::DEFAULT).unwrap();
+        sim.advance_clock(5_300);
+        let second = sim.record_event(StreamId::DEFAULT).unwrap();
+        let third = sim.record_event(StreamId::DEFAULT).unwrap();
+        let other = sim.record_event(StreamId(3)).unwrap();
+        sim.advance_clock(5_600);
+        sim.wait_event(second).unwrap();
+        assert_eq!(sim.counters().host_blocked_ns, 700_000, "recorded at 5.3 ms, done at 6.3 ms, waited at 5.6 ms");
+        assert!(sim.event_complete(first).unwrap() && sim.event_complete(second).unwrap());
+        assert!(sim.event_complete(third).unwrap(), "recorded at the same moment as the one waited for");
+        assert!(!sim.event_complete(other).unwrap(), "another stream's work is not waited for");
+        sim.wait_event(first).unwrap();
+        assert_eq!(sim.counters().host_blocked_ns, 700_000, "a completed event blocks nothing");
+        sim.synchronize().unwrap();
+        assert_eq!(sim.counters().host_blocked_ns, 1_700_000);
+        assert_eq!((sim.counters().event_waits, sim.counters().synchronizations), (2, 1));
+        sim.release_event(first);
+        assert!(matches!(sim.wait_event(first), Err(Error::InvalidBackendCall { call: "wait_event", .. })));
+        // A held stream's long work ends for the host that waits for it.
+        sim.hold_stream(StreamId(4));
+        let held = sim.record_event(StreamId(4)).unwrap();
+        sim.wait_event(held).unwrap();
+        assert!(sim.event_complete(held).unwrap());
     }
 
     #[test]

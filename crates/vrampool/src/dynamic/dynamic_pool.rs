@@ -46,6 +46,9 @@ enum Space {
 }
 
 /// Everything behind the pool's lock.
+/// Events a pool keeps outstanding at most for epochs ended at frees ([`VirtualSpace::end_epochs_at_frees`]).
+const MAX_PENDING_EPOCHS: usize = 64;
+
 #[derive(Debug)]
 struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
@@ -191,7 +194,10 @@ impl DynamicPool {
                     drained = true;
                     continue;
                 }
-                return match self.back_chunks(space, pending, missing, request.size) {
+                let backed = StatsCounters::timed(&self.counters.rare.device_time_ns, || {
+                    self.back_chunks(space, pending, missing, request.size)
+                });
+                return match backed {
                     Ok(()) => Ok(carved),
                     Err(err) => {
                         space.release_span(carved.offset, carved.size);
@@ -209,7 +215,7 @@ impl DynamicPool {
                 // The address range is twice the cap: running out of it means fragmentation beyond repair.
                 Space::Virtual(_) => Err(self.out_of_memory(request.size)),
                 Space::Segments(_) => {
-                    self.grow_segments(state, request)?;
+                    StatsCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
                     state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
                 }
             };
@@ -292,9 +298,9 @@ impl DynamicPool {
                 self.move_chunks(space, safe, &mut missing)?;
             } else {
                 // The cap leaves no room to grow around chunks still in use, or the config says to wait
-                // rather than grow: wait for the device.
-                self.wait_for_device(space)?;
-                self.move_chunks(space, space.idle_runs(own), &mut missing)?;
+                // rather than grow: wait until enough of them are safe.
+                self.wait_for_idle_chunks(space, own)?;
+                self.move_chunks(space, space.safe_idle_runs(own), &mut missing)?;
             }
         }
         if missing.is_empty() {
@@ -351,6 +357,12 @@ impl DynamicPool {
                 Err(_) => return Ok(space.safe_idle_runs(limit)),
             }
         }
+        self.retire_complete_epochs(space)?;
+        Ok(space.safe_idle_runs(limit))
+    }
+
+    /// Marks safe the chunks of every ended epoch whose event has completed, and gives those events back.
+    fn retire_complete_epochs(&self, space: &mut VirtualSpace) -> Result<()> {
         let mut completed = None;
         for (epoch, event) in space.epoch_events() {
             if !self.backend.event_complete(event)? {
@@ -363,7 +375,48 @@ impl DynamicPool {
                 self.backend.release_event(event);
             }
         }
-        Ok(space.safe_idle_runs(limit))
+        Ok(())
+    }
+
+    /// Ends the epoch right after a free that left chunks idle ([`VirtualSpace::end_epochs_at_frees`]), on
+    /// the pool's one stream, with at most [`MAX_PENDING_EPOCHS`] events outstanding (completed ones are
+    /// retired first). A free never fails for this: where no event can be recorded the chunks stay in the
+    /// open epoch, to be waited for if they are needed.
+    #[cold]
+    fn end_epoch_at_free(&self, space: &mut VirtualSpace) {
+        let Some(stream) = self.order.only_stream() else { return };
+        if space.pending_epochs() >= MAX_PENDING_EPOCHS
+            && (self.retire_complete_epochs(space).is_err() || space.pending_epochs() >= MAX_PENDING_EPOCHS)
+        {
+            return;
+        }
+        if let Ok(event) = self.backend.record_event(stream) {
+            space.end_epoch(event);
+        }
+    }
+
+    /// Waits until `need` idle chunks are safe to move. On one stream, for the event of the oldest epoch
+    /// that makes them so ([`VirtualSpace::epoch_covering`]): the host waits only for the work that last
+    /// used them, and the work queued after it keeps the device busy, where a synchronisation would leave
+    /// it idle until the program queues more. With several streams, or where no event covers them, for the
+    /// whole device.
+    fn wait_for_idle_chunks(&self, space: &mut VirtualSpace, need: usize) -> Result<()> {
+        StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_until_safe(space, need))
+    }
+
+    fn wait_until_safe(&self, space: &mut VirtualSpace, need: usize) -> Result<()> {
+        space.end_epochs_at_frees();
+        if !self.order.is_multi_stream()
+            && let Some((epoch, event)) = space.epoch_covering(need)
+        {
+            self.backend.wait_event(event)?;
+            self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
+            for event in space.complete_through(epoch) {
+                self.backend.release_event(event);
+            }
+            return Ok(());
+        }
+        self.wait_for_device(space)
     }
 
     /// Waits for the whole device: every idle chunk becomes safe to move or unmap.
@@ -551,8 +604,11 @@ impl DynamicPool {
         entry.remove();
         let (offset, span) = state.ranges.span(block.node);
         state.ranges.free(block.node, tag);
-        if let Space::Virtual(space) = &mut state.space {
-            space.release_span(offset, span);
+        if let Space::Virtual(space) = &mut state.space
+            && space.release_span(offset, span)
+            && space.ends_epochs_at_frees()
+        {
+            StatsCounters::timed(&self.counters.rare.device_time_ns, || self.end_epoch_at_free(space));
         }
         self.counters.on_free(thread_slot::current(), block.size);
         Ok(block.size)
@@ -625,6 +681,9 @@ impl Pool for DynamicPool {
             events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
             stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
             synchronizations: self.order.counters.synchronizations.load(Ordering::Relaxed),
+            event_waits: self.order.counters.event_waits.load(Ordering::Relaxed),
+            device_time_ns: rare.device_time_ns.load(Ordering::Relaxed),
+            wait_time_ns: rare.wait_time_ns.load(Ordering::Relaxed),
         }
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct VirtualSpace {
     epoch: u32,
     safe_through: u32,
     epoch_events: VecDeque<(u32, EventId)>,
+    /// Whether a free that leaves chunks idle ends the epoch ([`VirtualSpace::end_epochs_at_frees`]).
+    epochs_at_frees: bool,
     moved_since_growth: usize,
 }
 
@@ -55,6 +57,7 @@ impl VirtualSpace {
             epoch: 1,
             safe_through: FRESH,
             epoch_events: VecDeque::new(),
+            epochs_at_frees: false,
             moved_since_growth: 0,
         }
     }
@@ -118,18 +121,21 @@ impl VirtualSpace {
         if self.mapped.contains_run(chunks.clone()) { Vec::new() } else { self.mapped.gaps_in(chunks) }
     }
 
-    /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle.
-    pub(crate) fn release_span(&mut self, addr: u64, size: u64) {
+    /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle. Returns
+    /// whether any did.
+    pub(crate) fn release_span(&mut self, addr: u64, size: u64) -> bool {
         let chunks = self.chunks(addr, size);
+        let mut went_idle = false;
         if chunks.len() < WORD_PATH_CHUNKS {
             for index in chunks {
                 self.live[index] -= 1;
                 if self.live[index] == 0 && self.mapped.contains(index) {
                     self.idle.insert(index);
                     self.idle_since[index] = self.epoch;
+                    went_idle = true;
                 }
             }
-            return;
+            return went_idle;
         }
         // A word of chunks at a time: the counts that reach 0 make a mask, the mapped ones among them go idle.
         for (w, mask) in word_masks(chunks) {
@@ -145,6 +151,7 @@ impl VirtualSpace {
             }
             let idle = unused & self.mapped.word(w);
             if idle != 0 {
+                went_idle = true;
                 self.idle.insert_word(w, idle);
                 let mut bits = idle;
                 while bits != 0 {
@@ -153,6 +160,7 @@ impl VirtualSpace {
                 }
             }
         }
+        went_idle
     }
 
     /// Records the chunks of `run` as mapped or unmapped.
@@ -220,9 +228,40 @@ impl VirtualSpace {
         self.epoch += 1;
     }
 
+    /// From now on, a free that leaves chunks idle ends the epoch (the pool records an event right after it),
+    /// so that those chunks are known safe to move once the device has run past it, with no wait later. Set
+    /// once the pool has had to wait for idle chunks: on a device that keeps up, epochs end only when the
+    /// pool looks for chunks to move, and frees record nothing.
+    pub(crate) fn end_epochs_at_frees(&mut self) {
+        self.epochs_at_frees = true;
+    }
+
+    /// Whether frees that leave chunks idle end the epoch.
+    pub(crate) fn ends_epochs_at_frees(&self) -> bool {
+        self.epochs_at_frees
+    }
+
+    /// Ended epochs whose events are not yet known complete.
+    pub(crate) fn pending_epochs(&self) -> usize {
+        self.epoch_events.len()
+    }
+
     /// The events of ended epochs not yet known complete, oldest first.
     pub(crate) fn epoch_events(&self) -> impl Iterator<Item = (u32, EventId)> + '_ {
         self.epoch_events.iter().copied()
+    }
+
+    /// The oldest ended epoch, with its event, by whose end at least `need` of the idle chunks had gone idle:
+    /// once its event completes, that many idle chunks are safe to move. `None` when fewer chunks are idle,
+    /// or when some of those needed went idle in the current epoch (no event ends it yet).
+    pub(crate) fn epoch_covering(&self, need: usize) -> Option<(u32, EventId)> {
+        let mut stamps: Vec<u32> =
+            self.idle.runs_from_top(usize::MAX).into_iter().flatten().map(|index| self.idle_since[index]).collect();
+        if need == 0 || stamps.len() < need {
+            return None;
+        }
+        let (_, &mut newest_needed, _) = stamps.select_nth_unstable(need - 1);
+        self.epoch_events.iter().copied().find(|&(epoch, _)| epoch >= newest_needed)
     }
 
     /// Records that the event ending `epoch` completed; returns the events of that epoch and earlier ones,
@@ -270,6 +309,7 @@ impl VirtualSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::MIB;
 
     #[test]
     fn live_blocks_keep_chunks_busy() {
@@ -343,6 +383,31 @@ mod tests {
         assert_eq!(v.idle_chunks(), 1);
         v.release_span((1 << 20) + g, g);
         assert_eq!(v.idle_runs(10), vec![0..2]);
+    }
+
+    /// The event to wait for is the oldest that makes enough idle chunks safe, not the newest.
+    #[test]
+    fn the_epoch_covering_a_need_is_the_oldest_whose_end_makes_enough_chunks_safe() {
+        let g = 2 * MIB;
+        let mut v = VirtualSpace::new(0, 64 * g, g);
+        v.set_mapped(0..10, true);
+        v.use_span(0, 10 * g);
+        v.release_span(0, 3 * g); // 3 chunks idle in epoch 1
+        v.end_epoch(EventId(11));
+        v.release_span(3 * g, 4 * g); // 4 more in epoch 2
+        v.end_epoch(EventId(12));
+        v.release_span(7 * g, g); // 1 more in epoch 3, not ended
+        assert_eq!(v.epoch_covering(2), Some((1, EventId(11))));
+        assert_eq!(v.epoch_covering(3), Some((1, EventId(11))));
+        assert_eq!(v.epoch_covering(4), Some((2, EventId(12))));
+        assert_eq!(v.epoch_covering(7), Some((2, EventId(12))));
+        assert_eq!(v.epoch_covering(8), None, "the 8th went idle in an epoch no event ends yet");
+        assert_eq!(v.epoch_covering(0), None);
+        for event in v.complete_through(1) {
+            assert_eq!(event, EventId(11));
+        }
+        assert_eq!(v.safe_idle_runs(usize::MAX).iter().map(|r| r.len()).sum::<usize>(), 3);
+        assert_eq!(v.epoch_covering(5), Some((2, EventId(12))));
     }
 
     #[test]

@@ -283,6 +283,9 @@ impl Pool for FixedPool {
             events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
             stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
             synchronizations: self.order.counters.synchronizations.load(Ordering::Relaxed),
+            event_waits: self.order.counters.event_waits.load(Ordering::Relaxed),
+            device_time_ns: 0,
+            wait_time_ns: 0,
         }
     }
 

@@ -220,8 +220,10 @@ impl Shadow {
 pub fn snapshot(pool: &dyn Pool) -> (PoolReport, PoolStats) {
     let mut report = pool.report();
     let mut stats = report.stats.clone();
-    // Refusals are counted; nothing else may move.
+    // Refusals are counted, and the time spent deciding them; nothing else may move.
     stats.ooms = 0;
+    stats.device_time_ns = 0;
+    stats.wait_time_ns = 0;
     report.stats = PoolStats::default();
     (report, stats)
 }
