@@ -71,6 +71,18 @@ MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasy
 TRAINING = ("resnet_train_fixed", "gpt_train_varlen")
 MIB = 1 << 20
 #: What --deterministic sets in the environment (before CUDA starts): cuBLAS without split reductions.
+# The pool's counters reported for the timed part of a run alone.
+TIMED_POOL_COUNTERS = (
+    "allocations",
+    "fallbacks",
+    "growths",
+    "backend_calls",
+    "chunks_moved",
+    "synchronizations",
+    "event_waits",
+    "device_time_ns",
+    "wait_time_ns",
+)
 DETERMINISTIC_ENVIRONMENT = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
 #: What each mode sets in the environment before torch is imported (None: removed).
@@ -121,11 +133,23 @@ def device_conf(conf: str) -> str:
 # One run, in this process.
 
 
+# Called where the timed part of a run starts (set by `run_here` for vrampool modes: it reads the pool's
+# counters, so that the work the pool did while timed is reported apart from the warm-up's).
+TIMED_START_HOOKS: list = []
+
+
+def timed_start() -> float:
+    """Marks the start of the timed part of a run; returns the time it starts at."""
+    for hook in TIMED_START_HOOKS:
+        hook()
+    return time.perf_counter()
+
+
 def timed_training(torch, step, inputs: list) -> dict:
     """Runs `step(*inputs[0])` as the untimed warm-up step, then times `step` on each of the other inputs."""
     warmup_loss = step(*inputs[0]).item()
     torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = timed_start()
     losses = [step(*args) for args in inputs[1:]]
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
@@ -201,7 +225,7 @@ def gpt_serve(torch, seed: int) -> dict:
     generator.manual_seed(seed)
     outputs = []
     torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = timed_start()
     with torch.inference_mode():
         for batch, prompt, new_tokens in plan:
             tokens = torch.randint(0, config.vocab_size, (batch, prompt), device="cuda", generator=generator)
@@ -261,6 +285,8 @@ def run_here(
         import vrampool
 
         vrampool.install(conf=conf, path=lib)
+        at_timed_start: dict = {}
+        TIMED_START_HOOKS.append(lambda: at_timed_start.update(vrampool.stats(0)["stats"]))
     import torch
 
     if not torch.cuda.is_available():
@@ -304,6 +330,12 @@ def run_here(
                     "wait_time_ns",
                 )
                 if key in stats
+            },
+            # What the pool did while the steps were timed.
+            "timed": {
+                key: stats[key] - at_timed_start[key]
+                for key in TIMED_POOL_COUNTERS
+                if key in stats and key in at_timed_start
             },
         }
     else:
@@ -545,6 +577,20 @@ def summarize(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def pool_work_line(run: dict) -> str:
+    """One run's device work while timed, from the pool's counters, as a list item."""
+    timed = run["vrampool"]["timed"]
+    ms = lambda key: timed.get(key, 0) / 1e6  # noqa: E731
+    waits = timed.get("synchronizations", 0) + timed.get("event_waits", 0)
+    return (
+        f"- {run['workload']} {run['mode']} run {run.get('rep', '?')} ({run['wall_s']:.3f} s): "
+        f"{timed.get('backend_calls', 0)} memory calls, {timed.get('growths', 0)} growths, "
+        f"{timed.get('chunks_moved', 0)} chunks moved, {waits} waits "
+        f"({timed.get('synchronizations', 0)} for the whole device); {ms('device_time_ns'):.1f} ms in device work, "
+        f"{ms('wait_time_ns'):.1f} ms of it waiting"
+    )
+
+
 def mib(value) -> str:
     return "-" if value is None else f"{value / MIB:,.0f}"
 
@@ -618,6 +664,10 @@ def report(out: pathlib.Path) -> None:
     if confs:
         lines += ["", "vrampool configs:", ""]
         lines += [f"- {workload} {mode}: `{conf}`" for workload, mode, conf in confs]
+    work = [pool_work_line(r) for r in runs if r.get("ok") and r.get("vrampool", {}).get("timed")]
+    if work:
+        lines += ["", "vrampool's device work while timed, run by run (time measured on the calling thread):", ""]
+        lines += work
     lines += [
         "",
         "Losses (training): PyTorch default's own spread is the largest per-step difference between any two of "

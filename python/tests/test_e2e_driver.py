@@ -155,6 +155,32 @@ class Summary(unittest.TestCase):
             self.assertIn("| own spread 1.00e-02 (2 runs) |", table)
             self.assertEqual(len(json.loads((out / "pytorch-e2e.json").read_text())["rows"]), 3)
 
+    def test_the_report_lists_each_vrampool_runs_device_work_while_timed(self):
+        with tempfile.TemporaryDirectory() as folder:
+            out = pathlib.Path(folder)
+            pool = record("gpt_train_varlen", "vrampool", 3.5, 1, losses=[10.9])
+            pool["vrampool"] = {
+                "timed": {
+                    "backend_calls": 40,
+                    "growths": 3,
+                    "chunks_moved": 120,
+                    "synchronizations": 1,
+                    "event_waits": 9,
+                    "device_time_ns": 52_500_000,
+                    "wait_time_ns": 31_000_000,
+                }
+            }
+            runs = [record("gpt_train_varlen", "pytorch", 3.4, 0, losses=[10.9]), pool]
+            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+            with contextlib.redirect_stdout(io.StringIO()):
+                e2e.report(out)
+            table = (out / "pytorch-e2e.md").read_text()
+            self.assertIn(
+                "- gpt_train_varlen vrampool run 1 (3.500 s): 40 memory calls, 3 growths, 120 chunks moved, 10 waits "
+                "(1 for the whole device); 52.5 ms in device work, 31.0 ms of it waiting",
+                table,
+            )
+
     def test_deterministic_runs_must_agree_bit_for_bit_and_never_mix_with_others(self):
         with tempfile.TemporaryDirectory() as folder:
             out = pathlib.Path(folder)

@@ -26,9 +26,13 @@ pub struct BenchConfig {
     pub min_rounds: usize,
     /// Rounds measured at most. Default: 1000.
     pub max_rounds: usize,
-    /// Operations run before timing, after a churn pattern's blocks are allocated (enough for the hybrid to
-    /// learn its classes). Default: 2000.
+    /// Pairs run before timing a pair pattern. Default: 2000.
     pub warmup_ops: usize,
+    /// Churn steps run before timing, after the churn's blocks are allocated: enough for the hybrid to learn
+    /// its classes and for pools on virtual memory to settle, so that the rounds time the steady churn a
+    /// long-running program sees rather than the pool still growing. Default: 20,000 (docs/BENCHMARKS.md
+    /// lists the device work each pool still did while timed).
+    pub churn_warmup_ops: usize,
     /// The seed of the churn pattern's sizes and choices. Default: 42.
     pub seed: u64,
 }
@@ -42,6 +46,7 @@ impl Default for BenchConfig {
             min_rounds: 5,
             max_rounds: 1000,
             warmup_ops: 2000,
+            churn_warmup_ops: 20_000,
             seed: 42,
         }
     }
@@ -192,7 +197,7 @@ fn measure_churn(
             }
         }
     };
-    for _ in 0..config.warmup_ops {
+    for _ in 0..config.churn_warmup_ops {
         churn(allocator)?;
     }
     timed_rounds(allocator, config, churn)
@@ -218,6 +223,7 @@ mod tests {
             min_rounds: 3,
             max_rounds: 50,
             warmup_ops: 10,
+            churn_warmup_ops: 30,
             seed: 1,
         }
     }
@@ -286,6 +292,43 @@ mod tests {
         // Estimated from the stalled batch of 8 alone, a round would have been about 80 operations.
         assert!(samples.ops_per_round > 800, "{}", samples.ops_per_round);
         assert_eq!(samples.pool_work, None, "not a pool");
+    }
+
+    /// Counts operations; reads them when the runner asks for its work, which it does once warm-up is over.
+    #[derive(Default)]
+    struct CountsWarmUp {
+        ops: u64,
+        at_first_reading: std::cell::Cell<Option<u64>>,
+    }
+
+    impl Allocator for CountsWarmUp {
+        fn allocate(&mut self, _size: u64) -> Result<u64, CudaError> {
+            self.ops += 1;
+            Ok(self.ops)
+        }
+
+        fn free(&mut self, _addr: u64) -> Result<(), CudaError> {
+            self.ops += 1;
+            Ok(())
+        }
+
+        fn pool_work(&self) -> Option<PoolWork> {
+            if self.at_first_reading.get().is_none() {
+                self.at_first_reading.set(Some(self.ops));
+            }
+            None
+        }
+    }
+
+    #[test]
+    fn pairs_and_churn_each_warm_up_for_their_own_count() {
+        let config = quick();
+        let mut pairs = CountsWarmUp::default();
+        measure_pairs(&mut pairs, 4 * KIB, &config).unwrap();
+        assert_eq!(pairs.at_first_reading.get(), Some(2 * config.warmup_ops as u64));
+        let mut churn = CountsWarmUp::default();
+        measure_churn(&mut churn, &mut Vec::new(), 40, 256, MIB, &config).unwrap();
+        assert_eq!(churn.at_first_reading.get(), Some(40 + 2 * config.churn_warmup_ops as u64));
     }
 
     #[test]
