@@ -24,7 +24,7 @@ for line in sys.stdin:
 cp "$(executable gpu test test --release -p vrampool-cuda --test gpu)" "$B/gpu-tests"
 cp "$(executable threads bench bench -p vrampool-bench --bench threads)" "$B/threads-bench"
 cp target/release/vrampool target/release/vrampool-cuda-bench target/release/examples/cuda_buffers \
-    target/release/libvrampool_c.so "$B/"
-strip "$B"/vrampool "$B"/vrampool-cuda-bench "$B"/cuda_buffers "$B"/gpu-tests "$B"/threads-bench \
-    "$B"/libvrampool_c.so
+    target/release/examples/vm_call_costs target/release/libvrampool_c.so "$B/"
+strip "$B"/vrampool "$B"/vrampool-cuda-bench "$B"/cuda_buffers "$B"/vm_call_costs "$B"/gpu-tests \
+    "$B"/threads-bench "$B"/libvrampool_c.so
 ls -l "$B"

@@ -2,7 +2,8 @@
 # Every GPU check and measurement of vrampool, run on a machine with an NVIDIA GPU from binaries built
 # elsewhere and copied into .gpu/ (see docs/GPU.md for how to build them). Results go under $OUT.
 #
-#   scripts/gpu-run.sh checks                 device listing, GPU tests, buffers example, live replays of the
+#   scripts/gpu-run.sh checks                 device listing, GPU tests, buffers example, the virtual-memory
+#                                             calls' costs on an idle and a busy GPU, live replays of the
 #                                             bundled traces checked against the simulation, latency benches
 #                                             (CUDA backends against cuMemAlloc and CUDA's pool; CPU patterns;
 #                                             threads; PyTorch's caching allocator against the C ABI)
@@ -74,6 +75,7 @@ checks)
     phase devices "$B/vrampool" devices
     phase gpu-tests "$B/gpu-tests" --ignored --nocapture --test-threads 1
     phase cuda-buffers "$B/cuda_buffers"
+    phase vm-call-costs "$B/vm_call_costs"
     phase live-replays live_replays
     phase cuda-latency "$B/vrampool-cuda-bench" --json "$OUT/cuda-latency.json"
     phase cpu-bench "$B/vrampool" bench --json --seconds 10
