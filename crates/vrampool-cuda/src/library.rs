@@ -42,6 +42,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuEventDestroy_v2",
     "cuEventRecord",
     "cuEventQuery",
+    "cuEventSynchronize",
     "cuStreamWaitEvent",
     "cuStreamCreate",
     "cuStreamDestroy_v2",
@@ -123,6 +124,24 @@ mod tests {
         }
         // A second call gives the same answer, from the cache.
         assert_eq!(CudaLibrary::load().is_ok(), CudaLibrary::load().is_ok());
+    }
+
+    /// Every driver function the driver layer calls directly is checked at load time: a function missing
+    /// from the list would reach cudarc's panic on a driver that lacks it.
+    #[test]
+    fn every_function_the_driver_layer_calls_is_checked_at_load() {
+        let source = include_str!("driver.rs");
+        let mut called = 0;
+        for (at, _) in source.match_indices("sys::cu") {
+            let name: String =
+                source[at + 5..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if name == "culib" {
+                continue;
+            }
+            called += 1;
+            assert!(REQUIRED_SYMBOLS.contains(&name.as_str()), "{name} is called but not checked at load");
+        }
+        assert!(called > 30, "{called} calls found");
     }
 
     /// Every way into the driver answers with an error where the library is missing.
