@@ -55,7 +55,14 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         None
     };
     if args.json {
-        let output = ReplayOutput { row: ComparisonRow::from(&result), device: args.on.clone(), check: check.clone() };
+        let output = ReplayOutput {
+            row: ComparisonRow::from(&result),
+            device: args.on.clone(),
+            synchronizations: result.stats.synchronizations,
+            event_waits: result.stats.event_waits,
+            host_blocked_us: result.host_blocked_us,
+            check: check.clone(),
+        };
         println!("{}", serde_json::to_string_pretty(&output).expect("plain data"));
     } else {
         print_text(args, &result);
@@ -88,6 +95,12 @@ struct ReplayOutput {
     #[serde(flatten)]
     row: ComparisonRow,
     device: String,
+    /// Waits for the whole device before moving idle pages.
+    synchronizations: u64,
+    /// Waits for one event before moving idle pages.
+    event_waits: u64,
+    /// The simulated GPU's modelled time the program was blocked in those waits (0 on a real GPU).
+    host_blocked_us: f64,
     check: Option<SimulationCheck>,
 }
 
