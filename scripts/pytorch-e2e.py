@@ -70,8 +70,7 @@ WORKLOADS = ("resnet_train_fixed", "gpt_train_varlen", "gpt_serve")
 MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasync", "nocache")
 TRAINING = ("resnet_train_fixed", "gpt_train_varlen")
 MIB = 1 << 20
-#: What --deterministic sets in the environment (before CUDA starts): cuBLAS without split reductions.
-# The pool's counters reported for the timed part of a run alone.
+#: The pool's counters reported for the timed part of a run alone.
 TIMED_POOL_COUNTERS = (
     "allocations",
     "fallbacks",
@@ -83,6 +82,9 @@ TIMED_POOL_COUNTERS = (
     "device_time_ns",
     "wait_time_ns",
 )
+#: The pool's counters reported for the whole run.
+POOL_COUNTERS = TIMED_POOL_COUNTERS + ("pre_expansions", "trimmed_bytes")
+#: What --deterministic sets in the environment (before CUDA starts): cuBLAS without split reductions.
 DETERMINISTIC_ENVIRONMENT = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
 #: What each mode sets in the environment before torch is imported (None: removed).
@@ -314,23 +316,7 @@ def run_here(
             "utilization": pool["utilization"],
             "failed_allocations": pool["failed_allocations"],
             "last_failure": pool["last_failure"],
-            **{
-                key: stats[key]
-                for key in (
-                    "allocations",
-                    "fallbacks",
-                    "growths",
-                    "pre_expansions",
-                    "backend_calls",
-                    "chunks_moved",
-                    "trimmed_bytes",
-                    "synchronizations",
-                    "event_waits",
-                    "device_time_ns",
-                    "wait_time_ns",
-                )
-                if key in stats
-            },
+            **{key: stats[key] for key in POOL_COUNTERS if key in stats},
             # What the pool did while the steps were timed.
             "timed": {
                 key: stats[key] - at_timed_start[key]

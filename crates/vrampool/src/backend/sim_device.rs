@@ -105,6 +105,14 @@ struct SimStreams {
 }
 
 impl SimStreams {
+    /// The recorded event `event`; an error naming `call` when it was never recorded or was released.
+    fn event(&self, call: &'static str, event: EventId) -> Result<&SimEvent> {
+        self.events.get(&event.0).ok_or_else(|| Error::InvalidBackendCall {
+            call,
+            reason: format!("event {} was never recorded or was released", event.0),
+        })
+    }
+
     /// Whether `event` has completed by now.
     fn completed(&self, event: &SimEvent) -> bool {
         event.complete || (!self.held.contains(&event.stream) && self.clock_us >= event.completes_at_us)
@@ -290,25 +298,15 @@ impl Backend for SimDevice {
         let ns = state.ledger.cost().query_event_ns;
         state.ledger.event_call("event_complete", ns)?;
         state.ledger.count_event_query();
-        match state.streams.events.get(&event.0) {
-            Some(e) => Ok(state.streams.completed(e)),
-            None => Err(Error::InvalidBackendCall {
-                call: "event_complete",
-                reason: format!("event {} was never recorded or was released", event.0),
-            }),
-        }
+        let recorded = state.streams.event("event_complete", event)?;
+        Ok(state.streams.completed(recorded))
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<()> {
         let mut state = self.state.lock();
         let ns = state.ledger.cost().wait_event_ns;
         state.ledger.event_call("stream_wait_event", ns)?;
-        if !state.streams.events.contains_key(&event.0) {
-            return Err(Error::InvalidBackendCall {
-                call: "stream_wait_event",
-                reason: format!("event {} was never recorded or was released", event.0),
-            });
-        }
+        state.streams.event("stream_wait_event", event)?;
         state.ledger.count_stream_wait();
         state.streams.waits.push((stream, event));
         Ok(())
@@ -324,12 +322,7 @@ impl Backend for SimDevice {
         let ns = state.ledger.cost().synchronize_ns;
         state.ledger.event_call("wait_event", ns)?;
         let streams = &mut state.streams;
-        let Some(waited) = streams.events.get(&event.0) else {
-            return Err(Error::InvalidBackendCall {
-                call: "wait_event",
-                reason: format!("event {} was never recorded or was released", event.0),
-            });
-        };
+        let waited = streams.event("wait_event", event)?;
         let (stream, completes_at_us) = (waited.stream, waited.completes_at_us);
         let blocked_us = if streams.completed(waited) { 0 } else { (completes_at_us - streams.clock_us).max(0) };
         // The host waits until the stream has run up to the event, a held stream's long work included; the

@@ -299,7 +299,7 @@ impl DynamicPool {
             } else {
                 // The cap leaves no room to grow around chunks still in use, or the config says to wait
                 // rather than grow: wait until enough of them are safe.
-                self.wait_for_idle_chunks(space, own)?;
+                StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_for_idle_chunks(space, own))?;
                 self.move_chunks(space, space.safe_idle_runs(own), &mut missing)?;
             }
         }
@@ -401,10 +401,6 @@ impl DynamicPool {
     /// it idle until the program queues more. With several streams, or where no event covers them, for the
     /// whole device.
     fn wait_for_idle_chunks(&self, space: &mut VirtualSpace, need: usize) -> Result<()> {
-        StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_until_safe(space, need))
-    }
-
-    fn wait_until_safe(&self, space: &mut VirtualSpace, need: usize) -> Result<()> {
         space.end_epochs_at_frees();
         if !self.order.is_multi_stream()
             && let Some((epoch, event)) = space.epoch_covering(need)
