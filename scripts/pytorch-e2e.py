@@ -77,6 +77,7 @@ TIMED_POOL_COUNTERS = (
     "growths",
     "backend_calls",
     "chunks_moved",
+    "chunks_aliased",
     "synchronizations",
     "event_waits",
     "device_time_ns",
@@ -571,7 +572,7 @@ def pool_work_line(run: dict) -> str:
     return (
         f"- {run['workload']} {run['mode']} run {run.get('rep', '?')} ({run['wall_s']:.3f} s): "
         f"{timed.get('backend_calls', 0)} memory calls, {timed.get('growths', 0)} growths, "
-        f"{timed.get('chunks_moved', 0)} chunks moved, {waits} waits "
+        f"{timed.get('chunks_moved', 0)} chunks moved, {timed.get('chunks_aliased', 0)} aliased, {waits} waits "
         f"({timed.get('synchronizations', 0)} for the whole device); {ms('device_time_ns'):.1f} ms in device work, "
         f"{ms('wait_time_ns'):.1f} ms of it waiting"
     )

@@ -164,6 +164,7 @@ class Summary(unittest.TestCase):
                     "backend_calls": 40,
                     "growths": 3,
                     "chunks_moved": 120,
+                    "chunks_aliased": 64,
                     "synchronizations": 1,
                     "event_waits": 9,
                     "device_time_ns": 52_500_000,
@@ -176,7 +177,8 @@ class Summary(unittest.TestCase):
                 e2e.report(out)
             table = (out / "pytorch-e2e.md").read_text()
             self.assertIn(
-                "- gpt_train_varlen vrampool run 1 (3.500 s): 40 memory calls, 3 growths, 120 chunks moved, 10 waits "
+                "- gpt_train_varlen vrampool run 1 (3.500 s): 40 memory calls, 3 growths, 120 chunks moved, 64 aliased, "
+                "10 waits "
                 "(1 for the whole device); 52.5 ms in device work, 31.0 ms of it waiting",
                 table,
             )

@@ -219,14 +219,15 @@ mod tests {
         assert!(fake.count("cuCtxSynchronize") >= 1);
     }
 
-    /// A dynamic pool on one stream that must move idle chunks still used by queued work waits for the
-    /// event that ends that work (`cuEventSynchronize`), not for the whole context.
+    /// A dynamic pool on one stream that must move idle chunks still used by queued work, without aliasing,
+    /// waits for the event that ends that work (`cuEventSynchronize`), not for the whole context.
     #[test]
     fn moving_chunks_in_use_on_one_stream_waits_for_its_event() {
         for failing in [false, true] {
             let (fake, backend, a, _) = backend_with_streams();
             let g = fake.granularity().unwrap();
-            let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+            let config =
+                DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true).alias_in_use(false);
             let pool = DynamicPool::new(backend.clone(), config).unwrap();
             let x = pool.allocate(4 * g, 256, a).unwrap();
             let z = pool.allocate(g, 256, a).unwrap();
@@ -253,6 +254,44 @@ mod tests {
             pool.free(w.addr).unwrap();
             pool.free(z.addr).unwrap();
         }
+    }
+
+    /// With aliasing (the default), the same pool maps the chunks still in use at the new block's address
+    /// as well, after recording an event, and waits for nothing; a block that later lands on their old
+    /// addresses waits for that event (`cuEventSynchronize`) before they are unmapped there.
+    #[test]
+    fn chunks_in_use_on_one_stream_are_aliased_and_unmapped_after_their_work() {
+        let (fake, backend, a, _) = backend_with_streams();
+        let g = fake.granularity().unwrap();
+        let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+        let pool = DynamicPool::new(backend.clone(), config).unwrap();
+        let x = pool.allocate(4 * g, 256, a).unwrap();
+        let z = pool.allocate(g, 256, a).unwrap();
+        fake.hold_stream(a.0);
+        pool.free(x.addr).unwrap();
+        fake.clear_calls();
+        let w = pool.allocate(8 * g, 256, a).unwrap();
+        let stats = pool.stats();
+        assert_eq!((stats.chunks_aliased, stats.event_waits, stats.synchronizations), (4, 0, 0), "{stats:?}");
+        let calls = fake.calls();
+        let recorded = calls.iter().position(|c| *c == "cuEventRecord").expect("an event for x's old addresses");
+        let mapped = calls.iter().position(|c| *c == "cuMemMap").expect("the alias");
+        assert!(recorded < mapped, "the event covers the work queued before the alias: {calls:?}");
+        assert!(!calls.contains(&"cuEventSynchronize") && !calls.contains(&"cuMemUnmap"), "{calls:?}");
+        assert_eq!(fake.used(), 9 * g, "x's memory is the device's once");
+        fake.clear_calls();
+        let v = pool.allocate(4 * g, 256, a).unwrap();
+        assert_eq!(v.addr, x.addr, "v lands on x's old addresses");
+        let calls = fake.calls();
+        let waited = calls.iter().position(|c| *c == "cuEventSynchronize").expect("a wait for x's old work");
+        let unmapped = calls.iter().position(|c| *c == "cuMemUnmap").expect("x's old addresses unmapped");
+        assert!(waited < unmapped, "{calls:?}");
+        assert_eq!(fake.count("cuCtxSynchronize"), 0);
+        for block in [v, w, z] {
+            pool.free(block.addr).unwrap();
+        }
+        drop(pool);
+        assert_eq!((fake.used(), fake.mapping_count()), (0, 0));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Device memory through CUDA's virtual memory management: address ranges reserved once, physical memory
 //! created, mapped, unmapped and moved in granularity-sized chunks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -22,6 +22,9 @@ struct VirtualState {
     /// Mapped chunks: chunk address → the physical handle mapped there. One handle per chunk, so chunks
     /// can be unmapped and moved one by one.
     chunks: BTreeMap<u64, u64>,
+    /// Handles mapped at more than one address ([`Backend::alias`]): the addresses beyond the first. A
+    /// handle is released when its last address is unmapped.
+    aliases: HashMap<u64, u32>,
     /// Handles mapped nowhere whose release the driver refused; released again when the backend drops.
     orphans: Vec<u64>,
 }
@@ -34,7 +37,10 @@ struct VirtualState {
 /// - [`Backend::unmap`] is `cuMemUnmap` and `cuMemRelease` per chunk;
 /// - [`Backend::remap`] moves each chunk's physical memory: `cuMemUnmap` at the old address, `cuMemMap` of
 ///   the same handle at the new one, then one `cuMemSetAccess` for the batch. The memory moves with its
-///   contents.
+///   contents;
+/// - [`Backend::alias`] maps each chunk's handle at a second address (`cuMemMap`), then one
+///   `cuMemSetAccess` for the batch; a handle is released (`cuMemRelease`) when its last address is
+///   unmapped.
 ///
 /// The granularity is the device's minimum (`cuMemGetAllocationGranularity`; 2 MiB on an H200). Plain
 /// `cuMemAlloc` segments are offered too, for pools' fallbacks. A call that fails leaves the mappings as
@@ -98,9 +104,9 @@ impl CudaVirtual {
         })
     }
 
-    /// Chunks mapped now.
+    /// Chunks of physical memory mapped now (one mapped at two addresses counts once).
     pub fn mapped_chunks(&self) -> usize {
-        self.state.lock().chunks.len()
+        physical_chunks(&self.state.lock())
     }
 
     /// Bytes of physical memory mapped now.
@@ -137,7 +143,7 @@ impl CudaVirtual {
 
     /// Bytes this backend holds from the device (mapped chunks and segments).
     fn held_bytes(&self, state: &VirtualState) -> u64 {
-        state.chunks.len() as u64 * self.granularity + self.segments.bytes()
+        physical_chunks(state) as u64 * self.granularity + self.segments.bytes()
     }
 
     /// Checks that `[addr, addr + size)` is a non-empty span of whole chunks inside one reserved range.
@@ -181,6 +187,34 @@ impl CudaVirtual {
                 reason: format!("chunk {chunk:#x} is {}", if mapped { "not mapped" } else { "already mapped" }),
             }),
         }
+    }
+
+    /// Forgets one address of `handle`, just unmapped: releases the handle where no other address maps it.
+    fn drop_mapping(&self, state: &mut VirtualState, handle: u64) {
+        match state.aliases.get_mut(&handle) {
+            Some(extra) if *extra > 1 => *extra -= 1,
+            Some(_) => {
+                state.aliases.remove(&handle);
+            }
+            None => self.release_handle(state, handle),
+        }
+    }
+
+    /// Checks a call that gives the mapped chunks of `[from, from + size)` to the unmapped `[to, to + size)`
+    /// (both inside reserved ranges), and makes the context current for it.
+    fn check_transfer(
+        &self,
+        state: &VirtualState,
+        call: &'static str,
+        from: u64,
+        to: u64,
+        size: u64,
+    ) -> vrampool::Result<()> {
+        self.check_span(state, call, from, size)?;
+        self.check_span(state, call, to, size)?;
+        self.check_chunks(state, call, from, size, true)?;
+        self.check_chunks(state, call, to, size, false)?;
+        Ok(self.context.bind()?)
     }
 
     /// Releases a handle mapped nowhere; one the driver refuses is kept for the drop.
@@ -238,7 +272,7 @@ impl CudaVirtual {
                     Ok(()) => {
                         state.chunks.insert(src, handle);
                     }
-                    Err(_) => self.release_handle(state, handle),
+                    Err(_) => self.drop_mapping(state, handle),
                 }
                 Err(err)
             }
@@ -282,7 +316,7 @@ impl Backend for CudaVirtual {
     }
 
     fn allocate_segment(&self, size: u64) -> vrampool::Result<DeviceAddr> {
-        let mapped = self.state.lock().chunks.len() as u64 * self.granularity;
+        let mapped = self.mapped_bytes();
         self.segments.allocate(&self.context, size, mapped)
     }
 
@@ -401,7 +435,7 @@ impl Backend for CudaVirtual {
                         Ok(()) => {}
                         Err(_) => {
                             state.chunks.remove(&back);
-                            self.release_handle(&mut state, handle);
+                            self.drop_mapping(&mut state, handle);
                         }
                     }
                 }
@@ -415,20 +449,15 @@ impl Backend for CudaVirtual {
         }
         for (at, handle) in unmapped {
             state.chunks.remove(&at);
-            self.release_handle(&mut state, handle);
+            self.drop_mapping(&mut state, handle);
         }
         Ok(())
     }
 
     fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> vrampool::Result<()> {
-        const CALL: &str = "remap";
         let g = self.granularity;
         let mut state = self.state.lock();
-        self.check_span(&state, CALL, from, size)?;
-        self.check_span(&state, CALL, to, size)?;
-        self.check_chunks(&state, CALL, from, size, true)?;
-        self.check_chunks(&state, CALL, to, size, false)?;
-        self.context.bind()?;
+        self.check_transfer(&state, "remap", from, to, size)?;
         let chunks = size / g;
         let mut moved = 0;
         let mut outcome = Ok(());
@@ -452,6 +481,50 @@ impl Backend for CudaVirtual {
             }
             self.grant_access_runs(&state, from, size);
             return Err(err.into());
+        }
+        Ok(())
+    }
+
+    fn supports_alias(&self) -> bool {
+        true
+    }
+
+    fn alias(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        let g = self.granularity;
+        let mut state = self.state.lock();
+        self.check_transfer(&state, "alias", from, to, size)?;
+        let driver = self.context.driver();
+        let mut made = Vec::with_capacity((size / g) as usize);
+        let mut outcome = Ok(());
+        for offset in (0..size).step_by(g as usize) {
+            let handle = state.chunks[&(from + offset)];
+            // SAFETY: `to + offset` is an unmapped chunk inside a reserved range (checked above, lock held);
+            // `handle` is live (mapped at `from + offset`) and has `g` bytes. Mapping it a second time
+            // leaves the first mapping, and the work queued on it, as they are.
+            match unsafe { driver.mem_map(to + offset, g, handle) } {
+                Ok(()) => made.push(to + offset),
+                Err(err) => {
+                    outcome = Err(err);
+                    break;
+                }
+            }
+        }
+        if outcome.is_ok() {
+            // SAFETY: every chunk of `[to, to + size)` was mapped just above.
+            outcome = unsafe { driver.set_access(to, size) };
+        }
+        if let Err(err) = outcome {
+            for at in made.into_iter().rev() {
+                // SAFETY: `at` was mapped by this call a moment ago and never handed out; the handle stays
+                // mapped at its first address.
+                let _ = unsafe { driver.mem_unmap(at, g) };
+            }
+            return Err(err.into());
+        }
+        for offset in (0..size).step_by(g as usize) {
+            let handle = state.chunks[&(from + offset)];
+            state.chunks.insert(to + offset, handle);
+            *state.aliases.entry(handle).or_insert(0) += 1;
         }
         Ok(())
     }
@@ -481,6 +554,11 @@ impl Backend for CudaVirtual {
     }
 }
 
+/// The physical chunks mapped: mapped addresses, less the second (and later) addresses of aliased handles.
+fn physical_chunks(state: &VirtualState) -> usize {
+    state.chunks.len() - state.aliases.values().map(|&extra| extra as usize).sum::<usize>()
+}
+
 impl_cuda_memory!(CudaVirtual);
 
 impl Drop for CudaVirtual {
@@ -495,12 +573,17 @@ impl Drop for CudaVirtual {
         let _ = driver.ctx_synchronize();
         let g = self.granularity;
         let state = std::mem::take(self.state.get_mut());
+        let mut aliases = state.aliases;
         for (at, handle) in state.chunks {
             // SAFETY: each chunk is one whole mapping of ours and the device is idle; it leaves the books
-            // here, so it is unmapped and released once.
+            // here, so it is unmapped once.
             if unsafe { driver.mem_unmap(at, g) }.is_ok() {
-                // SAFETY: the handle is now mapped nowhere and released once.
-                let _ = unsafe { driver.mem_release(handle) };
+                match aliases.get_mut(&handle) {
+                    // Still mapped at another address: released with the last one.
+                    Some(extra) if *extra > 0 => *extra -= 1,
+                    // SAFETY: the handle is now mapped nowhere and released once.
+                    _ => drop(unsafe { driver.mem_release(handle) }),
+                }
             }
         }
         for handle in state.orphans {
@@ -594,6 +677,56 @@ mod tests {
         v.unmap(r + 3 * G, G).unwrap();
         v.release_range(r, 8 * G).unwrap();
         assert_eq!((fake.live_handles(), fake.mapping_count(), fake.reservation_count(), fake.used()), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn alias_maps_the_same_handles_at_a_second_address_until_the_last_is_unmapped() {
+        let (fake, v) = backend();
+        assert!(v.supports_alias());
+        let r = v.reserve_range(16 * G).unwrap();
+        v.map(r, 2 * G).unwrap();
+        let bytes: Vec<u8> = (0..2 * G).map(|i| (i % 249) as u8).collect();
+        // SAFETY: the test owns the mapped range and reads it only as bytes.
+        unsafe { v.copy_host_to_device(r, &bytes, StreamId::DEFAULT) }.unwrap();
+        fake.clear_calls();
+        v.alias(r, r + 8 * G, 2 * G).unwrap();
+        assert_eq!(memory_calls(&fake), ["cuMemMap", "cuMemMap", "cuMemSetAccess"], "nothing created or unmapped");
+        assert_eq!(v.chunk_handle(r), v.chunk_handle(r + 8 * G));
+        assert_eq!((v.mapped_chunks(), fake.used(), fake.live_handles()), (2, 2 * G, 2), "one memory, two addresses");
+        let mut back = vec![0; bytes.len()];
+        v.copy_device_to_host(r + 8 * G, &mut back, StreamId::DEFAULT).unwrap();
+        assert!(back == bytes, "the second address reaches the same bytes");
+        // Refused before the driver is called: a target already mapped, a source not mapped.
+        fake.clear_calls();
+        assert!(matches!(v.alias(r, r + 8 * G, G), Err(Error::InvalidBackendCall { call: "alias", .. })));
+        assert!(matches!(v.alias(r + 4 * G, r + 12 * G, G), Err(Error::InvalidBackendCall { call: "alias", .. })));
+        assert!(memory_calls(&fake).is_empty());
+        // The first address goes: the memory stays, reachable at the second; then the second goes too.
+        v.unmap(r, 2 * G).unwrap();
+        assert_eq!(memory_calls(&fake), ["cuMemUnmap", "cuMemUnmap"], "nothing released yet");
+        assert_eq!((v.mapped_chunks(), fake.used(), fake.live_handles()), (2, 2 * G, 2));
+        v.copy_device_to_host(r + 8 * G, &mut back, StreamId::DEFAULT).unwrap();
+        assert!(back == bytes);
+        v.remap(r + 8 * G, r + 4 * G, 2 * G).unwrap();
+        v.unmap(r + 4 * G, 2 * G).unwrap();
+        assert_eq!((v.mapped_chunks(), fake.used(), fake.live_handles()), (0, 0, 0));
+        assert_eq!(fake.count("cuMemRelease"), 2, "each handle released once, with its last address");
+    }
+
+    #[test]
+    fn a_failed_alias_changes_nothing_and_the_drop_releases_aliased_handles_once() {
+        let (fake, v) = backend();
+        let r = v.reserve_range(16 * G).unwrap();
+        v.map(r, 3 * G).unwrap();
+        fake.fail("cuMemMap", 1, crate::error::CUDA_ERROR_INVALID_VALUE);
+        assert!(matches!(v.alias(r, r + 8 * G, 3 * G), Err(Error::Backend { call: "cuMemMap", .. })));
+        assert!((8..11).all(|i| v.chunk_handle(r + i * G).is_none()), "the chunk aliased before the failure unmapped");
+        assert_eq!((fake.mapping_count(), v.mapped_chunks()), (3, 3));
+        v.alias(r, r + 8 * G, 3 * G).unwrap();
+        v.unmap(r + G, G).unwrap();
+        drop(v);
+        assert_eq!((fake.used(), fake.live_handles(), fake.mapping_count()), (0, 0, 0));
+        assert_eq!(fake.count("cuMemRelease"), 3);
     }
 
     #[test]

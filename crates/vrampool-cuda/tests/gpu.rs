@@ -319,30 +319,52 @@ fn cross_stream_reuse_waits_for_the_freeing_stream() {
     cross_stream_reuse(backend, &fixed);
 }
 
+/// A dynamic pool on a stream of its own (aliasing as `alias` says) whose block X of [`BUSY_X`] bytes was
+/// freed while 400 memsets queued on the stream still write it, with block Z right after X; and when the
+/// memsets began to be queued, and how long queueing them took.
+struct FreedUnderMemsets {
+    backend: Arc<CudaVirtual>,
+    pool: DynamicPool,
+    stream: StreamId,
+    x: u64,
+    z: u64,
+    start: Instant,
+    queued: std::time::Duration,
+}
+
+/// The bytes of X in [`FreedUnderMemsets`].
+const BUSY_X: u64 = 256 * MIB;
+
+fn freed_under_memsets(alias: bool) -> FreedUnderMemsets {
+    let backend = virtual_memory();
+    let context = backend.context().expect("a real driver");
+    let stream = context.new_stream().expect("stream");
+    let stream = backend.register_stream(&stream).expect("register");
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true).alias_in_use(alias);
+    let pool = DynamicPool::new(backend.clone(), config).expect("pool");
+    let x = pool.allocate(BUSY_X, 256, stream).expect("block X").addr;
+    let z = pool.allocate(2 * MIB, 256, stream).expect("block Z after X").addr;
+    let start = Instant::now();
+    for i in 0..400u32 {
+        // SAFETY: the test owns X until it frees it below, and reads it only as bytes.
+        unsafe { backend.memset_d8(x, if i % 2 == 0 { 0x11 } else { 0x22 }, BUSY_X, stream) }.expect("memset X");
+    }
+    let queued = start.elapsed();
+    pool.free(x).expect("free X");
+    FreedUnderMemsets { backend, pool, stream, x, z, start, queued }
+}
+
 /// On one stream, a long run of memsets into block X; X is freed and a larger block W allocated that lands
-/// where nothing is mapped, so the pool moves X's idle chunks under it. It must wait for the memsets (for
-/// the event that ends their epoch, not the whole device) before it unmaps them: the device reports no
-/// fault, the allocation took as long as the memsets had left to run, and W holds what was written to it.
+/// where nothing is mapped, so the pool (aliasing turned off) moves X's idle chunks under it. It must wait
+/// for the memsets (for the event that ends their epoch, not the whole device) before it unmaps them: the
+/// device reports no fault, the allocation took as long as the memsets had left to run, and W holds what
+/// was written to it.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
     let _gpu = gpu();
-    let backend = virtual_memory();
-    let context = backend.context().expect("a real driver");
-    let a = context.new_stream().expect("stream");
-    let a = backend.register_stream(&a).expect("register");
-    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
-    let pool = DynamicPool::new(backend.clone(), config).expect("pool");
-    let size = 256 * MIB;
-    let x = pool.allocate(size, 256, a).expect("block X");
-    let z = pool.allocate(2 * MIB, 256, a).expect("block Z after X");
-    let start = Instant::now();
-    for i in 0..400u32 {
-        // SAFETY: the test owns X until it frees it below, and reads it only as bytes.
-        unsafe { backend.memset_d8(x.addr, if i % 2 == 0 { 0x11 } else { 0x22 }, size, a) }.expect("memset on A");
-    }
-    let queued = start.elapsed();
-    pool.free(x.addr).expect("free X");
+    let FreedUnderMemsets { backend, pool, stream: a, z, start, queued, .. } = freed_under_memsets(false);
+    let size = BUSY_X;
     let w = pool.allocate(2 * size, 256, a).expect("block W");
     let allocated = start.elapsed();
     // SAFETY: the test owns W and reads it only as bytes.
@@ -364,7 +386,58 @@ fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
     assert!(allocated * 2 > finished, "the allocation waited for the memsets");
     assert_eq!(first_difference(&bytes, |_| 0x33), None, "W holds what was written to it");
     pool.free(w.addr).expect("free");
-    pool.free(z.addr).expect("free");
+    pool.free(z).expect("free");
+}
+
+/// The same, with aliasing (the default): W gets X's physical memory at once, mapped at W's address too,
+/// while the memsets still write through X's: no wait, no fault. W's own memset, queued after them on the
+/// same stream, is what W holds. A block V landing on X's old addresses later waits for the memsets' end,
+/// X's addresses are unmapped and backed anew, and W keeps its bytes.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
+    let _gpu = gpu();
+    let FreedUnderMemsets { backend, pool, stream: a, x, z, start, queued } = freed_under_memsets(true);
+    let size = BUSY_X;
+    let w = pool.allocate(2 * size, 256, a).expect("block W");
+    let allocated = start.elapsed();
+    // SAFETY: the test owns W and reads it only as bytes.
+    unsafe { backend.memset_d8(w.addr, 0x33, 2 * size, a) }.expect("memset W");
+    backend.synchronize().expect("no fault: X's addresses stayed mapped under the memsets");
+    let finished = start.elapsed();
+    let stats = pool.stats();
+    println!(
+        "400 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after \
+         {finished:?}; {} chunks aliased, {} moved, {} event wait(s), {} synchronisation(s); device holds {} for \
+         the pool's {} reserved",
+        human_bytes(size),
+        human_bytes(2 * size),
+        stats.chunks_aliased,
+        stats.chunks_moved,
+        stats.event_waits,
+        stats.synchronizations,
+        human_bytes(backend.mapped_bytes()),
+        human_bytes(stats.reserved_bytes.current),
+    );
+    assert!(stats.chunks_aliased >= size / backend.granularity().unwrap(), "X's chunks aliased: {stats:?}");
+    assert_eq!((stats.event_waits, stats.synchronizations), (0, 0), "{stats:?}");
+    assert!(allocated * 2 < finished, "the allocation did not wait for the memsets");
+    assert_eq!(backend.mapped_bytes(), stats.reserved_bytes.current, "aliased memory counted once");
+    assert_eq!(first_difference(&read(&*backend, w.addr, 2 * size), |_| 0x33), None, "W holds its own bytes");
+    let v = pool.allocate(size, 256, a).expect("block V");
+    assert_eq!(v.addr, x, "V lands on X's old addresses");
+    // SAFETY: the test owns V and reads it only as bytes.
+    unsafe { backend.memset_d8(v.addr, 0x44, size, a) }.expect("memset V");
+    backend.synchronize().expect("no fault");
+    let stats = pool.stats();
+    println!("V on X's old addresses: {} event wait(s) in all", stats.event_waits);
+    assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
+    assert_eq!(first_difference(&read(&*backend, v.addr, size), |_| 0x44), None, "V holds its bytes");
+    assert_eq!(first_difference(&read(&*backend, w.addr, 2 * size), |_| 0x33), None, "W kept its bytes");
+    assert_eq!(backend.mapped_bytes(), stats.reserved_bytes.current);
+    for block in [v.addr, w.addr, z] {
+        pool.free(block).expect("free");
+    }
 }
 
 #[test]

@@ -43,6 +43,10 @@ pub struct PoolStats {
     pub backend_calls: u64,
     /// Physical chunks moved from idle stretches to where memory was needed (virtual memory only).
     pub chunks_moved: u64,
+    /// Physical chunks still in use by queued work given to a new block by mapping them at its address as
+    /// well ([`crate::DynamicConfig::alias_in_use`]), instead of waiting to move them.
+    #[serde(default)]
+    pub chunks_aliased: u64,
     /// Bytes given back to the device by trim or by the pool's own reclaiming.
     pub trimmed_bytes: u64,
     /// Events recorded to order reuse across streams.

@@ -47,6 +47,7 @@ pub(crate) struct RareCounters {
     pub(crate) growths: AtomicU64,
     pub(crate) backend_calls: AtomicU64,
     pub(crate) chunks_moved: AtomicU64,
+    pub(crate) chunks_aliased: AtomicU64,
     pub(crate) trimmed_bytes: AtomicU64,
     pub(crate) pre_expansions: AtomicU64,
     pub(crate) device_time_ns: AtomicU64,

@@ -282,12 +282,14 @@ fn grow_past_chunks_in_use(config: DynamicConfig) -> (Arc<SimDevice>, DynamicPoo
     (sim, pool, z, w)
 }
 
-/// Moving an idle chunk must wait for the work that last used it. The pool moves at once the chunks whose
-/// last use is known complete, grows around those still in use, and waits for the device only at the cap.
+/// Without aliasing, moving an idle chunk must wait for the work that last used it. The pool moves at once
+/// the chunks whose last use is known complete, grows around those still in use, and waits for the device
+/// only at the cap.
 #[test]
 fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
     let g = 2 * MIB;
-    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(20 * g));
+    let config =
+        DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(20 * g)).alias_in_use(false);
     let (sim, pool, z, w) = grow_past_chunks_in_use(config);
     let stats = pool.stats();
     assert_eq!((stats.chunks_moved, stats.synchronizations), (0, 0), "grown around x's chunks: {stats:?}");
@@ -313,13 +315,14 @@ fn idle_chunks_still_in_use_are_grown_around_and_waited_for_only_at_the_cap() {
     assert_eq!(sim.counters().failed_calls, 0);
 }
 
-/// With `wait_for_idle`, idle chunks still in use are waited for and moved instead of grown around: the
-/// pool reserves what it would on an idle device, at the price of a wait.
+/// Without aliasing, with `wait_for_idle`, idle chunks still in use are waited for and moved instead of
+/// grown around: the pool reserves what it would on an idle device, at the price of a wait.
 #[test]
 fn waiting_for_idle_chunks_moves_them_instead_of_growing() {
     let g = 2 * MIB;
     for wait in [false, true] {
-        let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(wait);
+        let config =
+            DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(wait).alias_in_use(false);
         let (sim, pool, z, w) = grow_past_chunks_in_use(config);
         let stats = pool.stats();
         if wait {
@@ -356,4 +359,95 @@ fn with_several_streams_moving_chunks_in_use_waits_for_the_device() {
         pool.free(a.addr).unwrap();
     }
     assert_eq!(sim.counters().failed_calls, 0);
+}
+
+/// On one stream, idle chunks still in use are given to the new block at once by mapping their memory at
+/// its address as well: no wait, no new memory, the device's memory counted once. Their old addresses stay
+/// mapped until the work queued before has run; a block that lands there waits for that work first.
+#[test]
+fn idle_chunks_still_in_use_are_aliased_to_the_new_block_on_one_stream() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config);
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.chunks_aliased, stats.chunks_moved, stats.event_waits, stats.synchronizations),
+        (4, 0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(stats.reserved_bytes.current, 9 * g, "x's 4 chunks serve w, 4 more mapped: as after a wait");
+    let device = sim.counters();
+    assert_eq!((device.alias_calls, device.chunks_aliased, device.event_waits), (1, 4, 0));
+    assert_eq!(device.used_bytes, 9 * g, "aliased memory is the device's once");
+    // x's old addresses (the pool's lowest) are still mapped on the device, waiting for the work queued
+    // before the alias; the device still runs it. A block landing there waits for that work, then backs
+    // the chunks anew.
+    let v = pool.alloc(4 * g).unwrap();
+    assert_eq!(v.addr, z.addr - 4 * g, "v lands on x's old addresses, just below z");
+    let stats = pool.stats();
+    assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
+    assert_eq!(sim.counters().unmap_calls, 1, "x's old addresses unmapped once the work had run");
+    assert_eq!(sim.counters().used_bytes, stats.reserved_bytes.current);
+    for a in [z, w, v] {
+        pool.free(a.addr).unwrap();
+    }
+    pool.trim().unwrap();
+    assert_eq!(sim.counters().used_bytes, 0);
+    assert_eq!(sim.counters().failed_calls, 0);
+}
+
+/// Retiring addresses whose work is known to have run are unmapped at the pool's next device call, and
+/// trim and drop unmap any still retiring, after waiting for the device: nothing stays mapped.
+#[test]
+fn retiring_addresses_are_unmapped_once_their_work_has_run() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01);
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config.clone());
+    assert_eq!(pool.stats().chunks_aliased, 4);
+    sim.release_stream(StreamId::DEFAULT);
+    // A block that needs new memory elsewhere: the pool looks at its retiring addresses on the way.
+    let far = pool.alloc(32 * g).unwrap();
+    assert_eq!(sim.counters().unmap_calls, 1, "x's old addresses unmapped without a wait");
+    assert_eq!(pool.stats().event_waits, 0);
+    for a in [z, w, far] {
+        pool.free(a.addr).unwrap();
+    }
+    drop(pool);
+    let c = sim.counters();
+    assert_eq!((c.used_bytes, c.failed_calls, c.ranges_released), (0, 0, 1));
+
+    // Still retiring at trim, and at drop.
+    for trim in [true, false] {
+        let (sim, pool, z, w) = grow_past_chunks_in_use(config.clone());
+        pool.free(z.addr).unwrap();
+        pool.free(w.addr).unwrap();
+        if trim {
+            assert_eq!(pool.trim().unwrap(), 9 * g);
+            assert_eq!(sim.counters().used_bytes, 0, "the retiring addresses unmapped too");
+            assert_eq!(pool.stats().synchronizations, 1);
+        }
+        drop(pool);
+        let c = sim.counters();
+        assert_eq!((c.used_bytes, c.failed_calls, c.ranges_released), (0, 0, 1), "trim {trim}");
+    }
+}
+
+/// Aliasing needs one stream and a device that supports it; `alias_in_use=false` turns it off.
+#[test]
+fn aliasing_is_off_with_several_streams_or_when_configured_off() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let (_, pool, _, _) = grow_past_chunks_in_use(config.clone().alias_in_use(false));
+    assert_eq!((pool.stats().chunks_aliased, pool.stats().event_waits), (0, 1));
+    let sim = Arc::new(SimDevice::default());
+    let pool = DynamicPool::new(sim.clone(), config).unwrap();
+    let other = pool.allocate(g, 256, StreamId(5)).unwrap();
+    let x = pool.alloc(4 * g).unwrap();
+    let _z = pool.alloc(g).unwrap();
+    sim.hold_stream(StreamId::DEFAULT);
+    pool.free(x.addr).unwrap();
+    let _w = pool.alloc(8 * g).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.chunks_aliased, stats.chunks_moved, stats.synchronizations), (0, 4, 1), "{stats:?}");
+    pool.free(other.addr).unwrap();
 }

@@ -180,15 +180,19 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult) {
     println!("utilization:    {:.4}", result.utilization);
     println!("fallbacks:      {}", result.fallbacks);
     println!("ooms:           {}", result.ooms);
+    let aliased = match result.stats.chunks_aliased {
+        0 => String::new(),
+        n => format!(", {n} aliased while in use"),
+    };
     println!(
-        "device calls:   {} ({} growths, {} chunks moved)",
+        "device calls:   {} ({} growths, {} chunks moved{aliased})",
         result.backend_calls, result.stats.growths, result.stats.chunks_moved
     );
     let waits = result.stats.synchronizations + result.stats.event_waits;
     if waits > 0 {
         println!(
-            "device waits:   {waits} ({} for the whole GPU, {} for one event: the program waited for the GPU to move \
-             idle pages)",
+            "device waits:   {waits} ({} for the whole GPU, {} for one event: the program waited for the GPU to be \
+             done with idle pages)",
             result.stats.synchronizations, result.stats.event_waits
         );
     }

@@ -131,6 +131,11 @@ impl CostModel {
     pub fn remap(&self, pages: u64, page: u64) -> u64 {
         pages * (interpolate(&self.unmap_page_ns, page) + interpolate(&self.map_page_ns, page)) + self.set_access_ns
     }
+
+    /// The cost of mapping `pages` pages of `page` bytes at a second address in one batch.
+    pub fn alias(&self, pages: u64, page: u64) -> u64 {
+        pages * interpolate(&self.map_page_ns, page) + self.set_access_ns
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,12 @@ pub struct DeviceCounters {
     pub chunks_unmapped: u64,
     /// Chunks moved by remap.
     pub chunks_moved: u64,
+    /// Alias calls (physical chunks mapped at a second address too).
+    #[serde(default)]
+    pub alias_calls: u64,
+    /// Chunks mapped at a second address by alias calls.
+    #[serde(default)]
+    pub chunks_aliased: u64,
     /// Events recorded.
     pub events_recorded: u64,
     /// Event queries.
@@ -52,7 +58,7 @@ pub struct DeviceCounters {
 }
 
 impl DeviceCounters {
-    /// Calls that allocate, free, reserve, release, map, unmap or move memory.
+    /// Calls that allocate, free, reserve, release, map, unmap, move or alias memory.
     pub fn memory_calls(&self) -> u64 {
         self.segments_allocated
             + self.segments_freed
@@ -61,5 +67,6 @@ impl DeviceCounters {
             + self.map_calls
             + self.unmap_calls
             + self.remap_calls
+            + self.alias_calls
     }
 }

@@ -1,18 +1,22 @@
 //! The bookkeeping shared by the backends that need no GPU: what is allocated, reserved and mapped, with
 //! strict checks of every call, capacity, fault injection, counters and modelled driver time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, DeviceCounters, FaultPlan};
 use crate::error::{Error, Result};
 
-/// One reserved address range and which of its chunks are mapped.
+/// One reserved address range and the physical chunk mapped at each of its chunks.
 #[derive(Debug)]
 struct ReservedRange {
     size: u64,
-    mapped: Vec<bool>,
+    /// Per chunk, the id of the physical chunk mapped there ([`UNMAPPED`] where none is).
+    mapped: Vec<u64>,
     mapped_chunks: u64,
 }
+
+/// The physical id of a chunk of address range that nothing is mapped at.
+const UNMAPPED: u64 = 0;
 
 /// The state of a device without a GPU. Every call is checked against the backend contract: a pool bug
 /// (a double free, a map over a mapped chunk) shows up as [`Error::InvalidBackendCall`], never silently.
@@ -28,6 +32,10 @@ pub(crate) struct DeviceLedger {
     cost: CostModel,
     faults: FaultPlan,
     calls_since_plan: u64,
+    /// The last physical chunk id handed out.
+    last_physical: u64,
+    /// Per physical chunk, how many addresses map it (more than one after an alias).
+    mappings: HashMap<u64, u32>,
 }
 
 impl DeviceLedger {
@@ -44,6 +52,8 @@ impl DeviceLedger {
             cost,
             faults: FaultPlan::none(),
             calls_since_plan: 0,
+            last_physical: UNMAPPED,
+            mappings: HashMap::new(),
         }
     }
 
@@ -162,7 +172,7 @@ impl DeviceLedger {
         }
         let addr = self.next_address(size);
         let chunks = (size / granularity) as usize;
-        self.ranges.insert(addr, ReservedRange { size, mapped: vec![false; chunks], mapped_chunks: 0 });
+        self.ranges.insert(addr, ReservedRange { size, mapped: vec![UNMAPPED; chunks], mapped_chunks: 0 });
         self.counters.ranges_reserved += 1;
         self.add_time(self.cost.reserve_range_ns);
         Ok(addr)
@@ -206,7 +216,7 @@ impl DeviceLedger {
     /// Checks that every chunk of `[addr, addr + size)` has the mapped state `expect`.
     fn check_chunks(&mut self, call: &'static str, base: u64, first: usize, count: usize, expect: bool) -> Result<()> {
         let range = &self.ranges[&base];
-        if let Some(offset) = range.mapped[first..first + count].iter().position(|&m| m != expect) {
+        if let Some(offset) = range.mapped[first..first + count].iter().position(|&m| (m != UNMAPPED) != expect) {
             let state = if expect { "not mapped" } else { "already mapped" };
             let granularity = self.granularity.unwrap_or(1);
             let chunk = base + (first + offset) as u64 * granularity;
@@ -215,14 +225,45 @@ impl DeviceLedger {
         Ok(())
     }
 
-    fn set_chunks(&mut self, base: u64, first: usize, count: usize, mapped: bool) {
+    /// The physical chunks mapped at `count` chunks from chunk `first` of the range at `base`.
+    fn physical(&self, base: u64, first: usize, count: usize) -> Vec<u64> {
+        self.ranges[&base].mapped[first..first + count].to_vec()
+    }
+
+    /// Records `physical` (one id per chunk, or [`UNMAPPED`]) as what is mapped from chunk `first` of the
+    /// range at `base`.
+    fn set_chunks(&mut self, base: u64, first: usize, physical: &[u64]) {
         let range = self.ranges.get_mut(&base).expect("range located before");
-        range.mapped[first..first + count].iter_mut().for_each(|m| *m = mapped);
-        if mapped {
-            range.mapped_chunks += count as u64;
-        } else {
-            range.mapped_chunks -= count as u64;
+        for (slot, &id) in range.mapped[first..first + physical.len()].iter_mut().zip(physical) {
+            match (*slot == UNMAPPED, id == UNMAPPED) {
+                (true, false) => range.mapped_chunks += 1,
+                (false, true) => range.mapped_chunks -= 1,
+                _ => {}
+            }
+            *slot = id;
         }
+    }
+
+    /// Counts one more address mapping each of `physical`.
+    fn add_mappings(&mut self, physical: &[u64]) {
+        for &id in physical {
+            *self.mappings.entry(id).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts one address fewer mapping each of `physical`; returns how many of them no address maps any
+    /// more (their memory goes back to the device).
+    fn drop_mappings(&mut self, physical: &[u64]) -> u64 {
+        let mut released = 0;
+        for id in physical {
+            let count = self.mappings.get_mut(id).expect("a mapped chunk is counted");
+            *count -= 1;
+            if *count == 0 {
+                self.mappings.remove(id);
+                released += 1;
+            }
+        }
+        released
     }
 
     pub(crate) fn map(&mut self, addr: u64, size: u64) -> Result<()> {
@@ -233,7 +274,14 @@ impl DeviceLedger {
         let count = (size / self.granularity.unwrap_or(1)) as usize;
         self.check_chunks(CALL, base, first, count, false)?;
         self.take_capacity(CALL, size)?;
-        self.set_chunks(base, first, count, true);
+        let physical: Vec<u64> = (0..count)
+            .map(|_| {
+                self.last_physical += 1;
+                self.last_physical
+            })
+            .collect();
+        self.add_mappings(&physical);
+        self.set_chunks(base, first, &physical);
         self.counters.map_calls += 1;
         self.counters.chunks_mapped += count as u64;
         self.add_time(self.cost.map(count as u64, self.granularity.unwrap_or(1)));
@@ -247,28 +295,55 @@ impl DeviceLedger {
         let (base, first) = self.locate(CALL, addr, size)?;
         let count = (size / self.granularity.unwrap_or(1)) as usize;
         self.check_chunks(CALL, base, first, count, true)?;
-        self.set_chunks(base, first, count, false);
-        self.counters.used_bytes -= size;
+        let physical = self.physical(base, first, count);
+        self.set_chunks(base, first, &vec![UNMAPPED; count]);
+        let released = self.drop_mappings(&physical);
+        self.counters.used_bytes -= released * self.granularity.unwrap_or(1);
         self.counters.unmap_calls += 1;
         self.counters.chunks_unmapped += count as u64;
         self.add_time(self.cost.unmap(count as u64, self.granularity.unwrap_or(1)));
         Ok(())
     }
 
-    pub(crate) fn remap(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
-        const CALL: &str = "remap";
-        self.granularity_for(CALL)?;
-        self.begin(CALL, 0)?;
-        let (from_base, from_first) = self.locate(CALL, from, size)?;
-        let (to_base, to_first) = self.locate(CALL, to, size)?;
+    /// Checks a call that gives the chunks mapped at `[from, from + size)` to the unmapped `[to, to + size)`;
+    /// returns the ranges and first chunks of both, and the chunk count.
+    fn check_transfer(
+        &mut self,
+        call: &'static str,
+        from: u64,
+        to: u64,
+        size: u64,
+    ) -> Result<(u64, usize, u64, usize, usize)> {
+        self.granularity_for(call)?;
+        self.begin(call, 0)?;
+        let (from_base, from_first) = self.locate(call, from, size)?;
+        let (to_base, to_first) = self.locate(call, to, size)?;
         let count = (size / self.granularity.unwrap_or(1)) as usize;
-        self.check_chunks(CALL, from_base, from_first, count, true)?;
-        self.check_chunks(CALL, to_base, to_first, count, false)?;
-        self.set_chunks(from_base, from_first, count, false);
-        self.set_chunks(to_base, to_first, count, true);
+        self.check_chunks(call, from_base, from_first, count, true)?;
+        self.check_chunks(call, to_base, to_first, count, false)?;
+        Ok((from_base, from_first, to_base, to_first, count))
+    }
+
+    pub(crate) fn remap(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
+        let (from_base, from_first, to_base, to_first, count) = self.check_transfer("remap", from, to, size)?;
+        let physical = self.physical(from_base, from_first, count);
+        self.set_chunks(from_base, from_first, &vec![UNMAPPED; count]);
+        self.set_chunks(to_base, to_first, &physical);
         self.counters.remap_calls += 1;
         self.counters.chunks_moved += count as u64;
         self.add_time(self.cost.remap(count as u64, self.granularity.unwrap_or(1)));
+        Ok(())
+    }
+
+    /// Maps the physical chunks mapped at `[from, from + size)` at the unmapped `[to, to + size)` too.
+    pub(crate) fn alias(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
+        let (from_base, from_first, to_base, to_first, count) = self.check_transfer("alias", from, to, size)?;
+        let physical = self.physical(from_base, from_first, count);
+        self.add_mappings(&physical);
+        self.set_chunks(to_base, to_first, &physical);
+        self.counters.alias_calls += 1;
+        self.counters.chunks_aliased += count as u64;
+        self.add_time(self.cost.alias(count as u64, self.granularity.unwrap_or(1)));
         Ok(())
     }
 

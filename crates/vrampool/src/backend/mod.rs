@@ -89,7 +89,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(self.unsupported("map"))
     }
 
-    /// Unmaps `[addr, addr + size)` and gives its physical memory back to the device.
+    /// Unmaps `[addr, addr + size)`; the physical memory no other address maps goes back to the device.
     fn unmap(&self, addr: DeviceAddr, size: u64) -> Result<()> {
         let _ = (addr, size);
         Err(self.unsupported("unmap"))
@@ -100,6 +100,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> Result<()> {
         let _ = (from, to, size);
         Err(self.unsupported("remap"))
+    }
+
+    /// Whether [`Backend::alias`] is supported.
+    fn supports_alias(&self) -> bool {
+        false
+    }
+
+    /// Maps the physical memory mapped at `[from, from + size)` at the unmapped `[to, to + size)` as well,
+    /// leaving it mapped at `from`: both addresses reach the same bytes until one of them is unmapped, and
+    /// the memory goes back to the device once neither maps it. Costs no new device memory.
+    fn alias(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> Result<()> {
+        let _ = (from, to, size);
+        Err(self.unsupported("alias"))
     }
 
     /// Records an event on `stream`: it completes once the work queued on the stream so far has run.

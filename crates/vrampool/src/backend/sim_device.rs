@@ -279,6 +279,14 @@ impl Backend for SimDevice {
         self.state.lock().ledger.remap(from, to, size)
     }
 
+    fn supports_alias(&self) -> bool {
+        true
+    }
+
+    fn alias(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> Result<()> {
+        self.state.lock().ledger.alias(from, to, size)
+    }
+
     fn record_event(&self, stream: StreamId) -> Result<EventId> {
         let mut state = self.state.lock();
         let ns = state.ledger.cost().record_event_ns;
@@ -376,6 +384,28 @@ mod tests {
         let c = sim.counters();
         assert_eq!((c.segments_allocated, c.segments_freed, c.used_bytes, c.peak_used_bytes), (2, 2, 0, 3 * MIB));
         assert!(sim.driver_time() > Duration::from_micros(150));
+    }
+
+    #[test]
+    fn aliased_memory_is_counted_once_and_freed_with_its_last_address() {
+        let sim = SimDevice::default();
+        let g = 2 * MIB;
+        let range = sim.reserve_range(16 * g).unwrap();
+        sim.map(range, 2 * g).unwrap();
+        assert!(sim.supports_alias());
+        sim.alias(range, range + 8 * g, 2 * g).unwrap();
+        assert!(sim.alias(range, range + 9 * g, 2 * g).is_err(), "the target must be unmapped");
+        assert!(sim.alias(range + 4 * g, range + 12 * g, g).is_err(), "the source must be mapped");
+        assert_eq!(sim.used_bytes(), 2 * g, "two addresses, one memory");
+        sim.unmap(range, 2 * g).unwrap();
+        assert_eq!(sim.used_bytes(), 2 * g, "still mapped at the second address");
+        sim.remap(range + 8 * g, range + 4 * g, 2 * g).unwrap();
+        sim.unmap(range + 4 * g, 2 * g).unwrap();
+        assert_eq!(sim.used_bytes(), 0);
+        sim.release_range(range, 16 * g).unwrap();
+        let c = sim.counters();
+        assert_eq!((c.alias_calls, c.chunks_aliased, c.failed_calls), (1, 2, 2));
+        assert_eq!(c.memory_calls(), 7);
     }
 
     #[test]

@@ -57,6 +57,15 @@ pub struct DynamicConfig {
     /// move them, rather than map new memory around them. Default: false (chunks still in use are grown
     /// around).
     pub wait_for_idle: bool,
+    /// With virtual memory and [`DynamicConfig::reclaim_idle`], on a pool used from one stream, where the
+    /// device supports it: idle chunks that queued work may still use are given to the new block at once
+    /// by mapping their physical memory at its address as well, and unmapped from their old address once
+    /// the work queued before has run. The new block's work is queued after that work on the same stream,
+    /// as when a caching allocator reuses a freed block, so neither the wait of
+    /// [`DynamicConfig::wait_for_idle`] nor the new memory of growing around is needed. The old addresses
+    /// stay unusable until then: a block that lands there waits for that work first. Default: true.
+    #[serde(default = "default_alias_in_use")]
+    pub alias_in_use: bool,
     /// With virtual memory: the address space reserved, as a multiple of the cap (room for
     /// fragmentation of addresses, which cost nothing unmapped). Default: 2.
     pub address_space_factor: u64,
@@ -71,9 +80,15 @@ impl Default for DynamicConfig {
             virtual_memory: VirtualMemory::Auto,
             reclaim_idle: true,
             wait_for_idle: false,
+            alias_in_use: true,
             address_space_factor: 2,
         }
     }
+}
+
+/// The default [`DynamicConfig::alias_in_use`]: true.
+fn default_alias_in_use() -> bool {
+    true
 }
 
 impl DynamicConfig {
@@ -110,6 +125,12 @@ impl DynamicConfig {
     /// Sets whether to wait for the device to move idle chunks still in use rather than grow.
     pub fn wait_for_idle(mut self, wait: bool) -> Self {
         self.wait_for_idle = wait;
+        self
+    }
+
+    /// Sets whether idle chunks still in use are mapped at the new block's address too (on one stream).
+    pub fn alias_in_use(mut self, alias: bool) -> Self {
+        self.alias_in_use = alias;
         self
     }
 

@@ -40,15 +40,24 @@ struct LiveBlock {
 
 /// Where the pool's memory comes from.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per pool, so its size costs nothing; a boxed virtual space would cost a pointer chase on every \
+              region allocation"
+)]
 enum Space {
     Segments(SegmentSpace),
     Virtual(VirtualSpace),
 }
 
-/// Everything behind the pool's lock.
 /// Events a pool keeps outstanding at most for epochs ended at frees ([`VirtualSpace::end_epochs_at_frees`]).
 const MAX_PENDING_EPOCHS: usize = 64;
 
+/// Batches of aliased chunks retiring at once at most ([`DynamicConfig::alias_in_use`]); past it, chunks
+/// still in use are waited for or grown around as without aliasing.
+const MAX_RETIREMENTS: usize = 64;
+
+/// Everything behind the pool's lock.
 #[derive(Debug)]
 struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
@@ -275,6 +284,7 @@ impl DynamicPool {
         requested: u64,
     ) -> Result<()> {
         let g = space.granularity();
+        self.unmap_retired(space, &missing)?;
         let need: usize = missing.iter().map(|run| run.len()).sum();
         let idle = space.idle_chunks();
         let own =
@@ -294,7 +304,15 @@ impl DynamicPool {
             let safe = self.safe_idle_runs(space, own)?;
             let safe_count: usize = safe.iter().map(|run| run.len()).sum();
             let rest_grows = self.policy.growth(reserved, (need - safe_count) as u64 * g).is_some();
-            if safe_count == own || (rest_grows && !self.config.wait_for_idle) {
+            if safe_count == own {
+                self.move_chunks(space, safe, &mut missing)?;
+            } else if let Some(stream) = self.alias_stream(space) {
+                // The rest are still in use by queued work on the pool's one stream: the new block's work
+                // is queued after it, so their memory can serve it now at a second address.
+                self.move_chunks(space, safe, &mut missing)?;
+                let busy = space.idle_runs(own - safe_count);
+                self.alias_chunks(space, stream, busy, &mut missing)?;
+            } else if rest_grows && !self.config.wait_for_idle {
                 self.move_chunks(space, safe, &mut missing)?;
             } else {
                 // The cap leaves no room to grow around chunks still in use, or the config says to wait
@@ -432,48 +450,114 @@ impl DynamicPool {
         sources: Vec<Range<usize>>,
         missing: &mut Vec<Range<usize>>,
     ) -> Result<()> {
-        let mut sources = sources.into_iter();
-        let Some(mut source) = sources.next() else { return Ok(()) };
         let g = space.granularity();
-        let mut targets = std::mem::take(missing).into_iter();
-        while let Some(mut target) = targets.next() {
-            while !target.is_empty() {
-                if source.is_empty() {
-                    match sources.next() {
-                        Some(next) => source = next,
-                        None => {
-                            missing.push(target);
-                            missing.extend(targets);
-                            return Ok(());
-                        }
-                    }
-                }
-                let n = target.len().min(source.len());
-                self.counters.count_call();
-                let (from, to) = (space.chunk_addr(source.start), space.chunk_addr(target.start));
-                if let Err(err) = self.backend.remap(from, to, n as u64 * g) {
-                    missing.push(target);
-                    missing.extend(targets);
-                    return Err(err);
-                }
-                space.set_mapped(source.start..source.start + n, false);
-                space.set_mapped(target.start..target.start + n, true);
-                self.counters.rare.chunks_moved.fetch_add(n as u64, Ordering::Relaxed);
-                space.count_moved(n);
-                source.start += n;
-                target.start += n;
+        pair_runs(sources, missing, |from, to| {
+            self.counters.count_call();
+            self.backend.remap(space.chunk_addr(from.start), space.chunk_addr(to.start), from.len() as u64 * g)?;
+            space.set_mapped(from.clone(), false);
+            space.set_mapped(to.clone(), true);
+            self.counters.rare.chunks_moved.fetch_add(from.len() as u64, Ordering::Relaxed);
+            space.count_moved(from.len());
+            Ok(())
+        })
+    }
+
+    /// The stream on which idle chunks still in use may be aliased to a new block
+    /// ([`DynamicConfig::alias_in_use`]): the pool's one stream, where the device supports aliases and
+    /// fewer than [`MAX_RETIREMENTS`] batches are retiring.
+    fn alias_stream(&self, space: &VirtualSpace) -> Option<StreamId> {
+        if !self.config.alias_in_use
+            || !self.backend.supports_alias()
+            || self.order.is_multi_stream()
+            || space.retirements().len() >= MAX_RETIREMENTS
+        {
+            return None;
+        }
+        self.order.only_stream()
+    }
+
+    /// Maps the idle chunks of `sources`, which work queued on `stream` may still use, under the runs of
+    /// `missing` as well, in batches of contiguous chunks, and retires them from their old addresses until
+    /// an event recorded first on `stream` completes; leaves in `missing` what is still unbacked.
+    fn alias_chunks(
+        &self,
+        space: &mut VirtualSpace,
+        stream: StreamId,
+        sources: Vec<Range<usize>>,
+        missing: &mut Vec<Range<usize>>,
+    ) -> Result<()> {
+        if sources.is_empty() {
+            return Ok(());
+        }
+        let event = self.backend.record_event(stream)?;
+        self.order.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
+        let g = space.granularity();
+        let mut retired = Vec::new();
+        let aliased = pair_runs(sources, missing, |from, to| {
+            self.counters.count_call();
+            self.backend.alias(space.chunk_addr(from.start), space.chunk_addr(to.start), from.len() as u64 * g)?;
+            space.set_mapped(to.clone(), true);
+            self.counters.rare.chunks_aliased.fetch_add(from.len() as u64, Ordering::Relaxed);
+            space.count_moved(from.len());
+            retired.push(from.clone());
+            Ok(())
+        });
+        if retired.is_empty() {
+            self.backend.release_event(event);
+        } else {
+            space.retire(retired, event);
+        }
+        aliased
+    }
+
+    /// Unmaps retiring chunks from their old addresses: those among `missing` (a block landed on them, and
+    /// needs them backed) once the work queued before their alias has run, waiting for it if need be; the
+    /// others where that work is known to have run.
+    fn unmap_retired(&self, space: &mut VirtualSpace, missing: &[Range<usize>]) -> Result<()> {
+        let needed = space.retirements_touching(missing);
+        let mut position = 0;
+        let mut seen = 0;
+        while position < space.retirements().len() {
+            let event = space.retirements()[position].event;
+            let done = if needed.contains(&seen) {
+                StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.backend.wait_event(event))?;
+                self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
+                true
+            } else {
+                self.backend.event_complete(event)?
+            };
+            seen += 1;
+            if done {
+                self.unmap_retirement(space, position)?;
+            } else {
+                position += 1;
             }
         }
         Ok(())
     }
 
-    /// Unmaps every idle chunk; returns the bytes given back.
+    /// Unmaps the retiring batch at `position`, whose work has run, from its old addresses.
+    fn unmap_retirement(&self, space: &mut VirtualSpace, position: usize) -> Result<()> {
+        let g = space.granularity();
+        let retirement = space.finish_retirement(position);
+        self.backend.release_event(retirement.event);
+        for run in retirement.runs {
+            self.counters.count_call();
+            self.backend.unmap(space.chunk_addr(run.start), run.len() as u64 * g)?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps every idle chunk (and every retiring one from its old address); returns the bytes given back.
     fn unmap_idle(&self, space: &mut VirtualSpace) -> Result<u64> {
         let runs = space.idle_runs(usize::MAX);
-        if runs.is_empty() {
+        if runs.is_empty() && space.retirements().is_empty() {
             return Ok(0);
         }
         self.wait_for_device(space)?;
+        while !space.retirements().is_empty() {
+            self.unmap_retirement(space, 0)?;
+        }
         let mut released = 0;
         for run in runs {
             let bytes = run.len() as u64 * space.granularity();
@@ -624,6 +708,42 @@ impl DynamicPool {
     }
 }
 
+/// Pairs the chunks of `sources` with the runs of `missing` in order, in batches contiguous on both sides,
+/// and gives each batch to `give` as `(from, to)`; leaves in `missing` what no source reached (or what was
+/// left when `give` failed, its error returned).
+fn pair_runs(
+    sources: Vec<Range<usize>>,
+    missing: &mut Vec<Range<usize>>,
+    mut give: impl FnMut(Range<usize>, Range<usize>) -> Result<()>,
+) -> Result<()> {
+    let mut sources = sources.into_iter();
+    let Some(mut source) = sources.next() else { return Ok(()) };
+    let mut targets = std::mem::take(missing).into_iter();
+    while let Some(mut target) = targets.next() {
+        while !target.is_empty() {
+            if source.is_empty() {
+                match sources.next() {
+                    Some(next) => source = next,
+                    None => {
+                        missing.push(target);
+                        missing.extend(targets);
+                        return Ok(());
+                    }
+                }
+            }
+            let n = target.len().min(source.len());
+            if let Err(err) = give(source.start..source.start + n, target.start..target.start + n) {
+                missing.push(target);
+                missing.extend(targets);
+                return Err(err);
+            }
+            source.start += n;
+            target.start += n;
+        }
+    }
+    Ok(())
+}
+
 impl Pool for DynamicPool {
     fn strategy(&self) -> &'static str {
         "dynamic"
@@ -673,6 +793,7 @@ impl Pool for DynamicPool {
             pre_expansions: rare.pre_expansions.load(Ordering::Relaxed),
             backend_calls: rare.backend_calls.load(Ordering::Relaxed),
             chunks_moved: rare.chunks_moved.load(Ordering::Relaxed),
+            chunks_aliased: rare.chunks_aliased.load(Ordering::Relaxed),
             trimmed_bytes: rare.trimmed_bytes.load(Ordering::Relaxed),
             events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
             stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
@@ -736,6 +857,13 @@ impl Drop for DynamicPool {
                 let _ = backend.synchronize();
                 for (_, event) in space.epoch_events().collect::<Vec<_>>() {
                     backend.release_event(event);
+                }
+                while !space.retirements().is_empty() {
+                    let retirement = space.finish_retirement(0);
+                    backend.release_event(retirement.event);
+                    for run in retirement.runs {
+                        let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());
+                    }
                 }
                 for run in space.mapped_runs() {
                     let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());

@@ -30,6 +30,20 @@ pub(crate) struct VirtualSpace {
     /// Whether a free that leaves chunks idle ends the epoch ([`VirtualSpace::end_epochs_at_frees`]).
     epochs_at_frees: bool,
     moved_since_growth: usize,
+    /// Chunks whose physical memory was aliased to another address while queued work may still use them
+    /// here, in runs, each batch with the event after which no queued work uses them: still mapped on the
+    /// device, but neither mapped nor idle for the pool, until unmapped. Few at a time, and looked at only
+    /// when the pool calls the device.
+    retirements: Vec<Retirement>,
+}
+
+/// Chunks aliased away from their address in one batch, waiting for the work queued before to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Retirement {
+    /// The runs of chunks, still mapped on the device at these addresses.
+    pub(crate) runs: Vec<Range<usize>>,
+    /// Recorded on the pool's stream when the chunks were aliased: once it completes they may be unmapped.
+    pub(crate) event: EventId,
 }
 
 /// Blocks touching at least this many chunks have their chunks counted a word of the idle and mapped sets at
@@ -59,6 +73,7 @@ impl VirtualSpace {
             epoch_events: VecDeque::new(),
             epochs_at_frees: false,
             moved_since_growth: 0,
+            retirements: Vec::new(),
         }
     }
 
@@ -283,13 +298,53 @@ impl VirtualSpace {
         self.complete_through(through)
     }
 
-    /// `run` extended forward by up to `extra` chunks that are neither mapped nor touched by a block.
+    /// `run` extended forward by up to `extra` chunks that are neither mapped, nor retiring, nor touched by a
+    /// block.
     pub(crate) fn extend_run(&self, run: Range<usize>, extra: usize) -> Range<usize> {
         let mut end = run.end;
-        while end < self.live.len() && end - run.end < extra && !self.mapped.contains(end) && self.live[end] == 0 {
+        while end < self.live.len()
+            && end - run.end < extra
+            && !self.mapped.contains(end)
+            && !self.is_retiring(end)
+            && self.live[end] == 0
+        {
             end += 1;
         }
         run.start..end
+    }
+
+    /// Records the chunks of `runs`, mapped and idle, as aliased away: retiring until `event` completes.
+    pub(crate) fn retire(&mut self, runs: Vec<Range<usize>>, event: EventId) {
+        for run in &runs {
+            for index in run.clone() {
+                debug_assert!(self.mapped.contains(index) && self.live[index] == 0, "chunk {index} is not idle");
+                self.mapped.remove(index);
+                self.idle.remove(index);
+            }
+        }
+        self.retirements.push(Retirement { runs, event });
+    }
+
+    /// Batches of retiring chunks, oldest first.
+    pub(crate) fn retirements(&self) -> &[Retirement] {
+        &self.retirements
+    }
+
+    /// The positions in [`VirtualSpace::retirements`] of the batches that hold a chunk of `runs`.
+    pub(crate) fn retirements_touching(&self, runs: &[Range<usize>]) -> Vec<usize> {
+        let overlaps = |r: &Retirement| r.runs.iter().any(|a| runs.iter().any(|b| a.start < b.end && b.start < a.end));
+        self.retirements.iter().enumerate().filter(|(_, r)| overlaps(r)).map(|(i, _)| i).collect()
+    }
+
+    /// Takes the batch at `position` of [`VirtualSpace::retirements`]: its chunks are no longer retiring (the
+    /// caller unmaps them).
+    pub(crate) fn finish_retirement(&mut self, position: usize) -> Retirement {
+        self.retirements.remove(position)
+    }
+
+    /// Whether chunk `index` is retiring.
+    fn is_retiring(&self, index: usize) -> bool {
+        self.retirements.iter().any(|r| r.runs.iter().any(|run| run.contains(&index)))
     }
 
     /// Runs of mapped chunks, in order.
@@ -310,6 +365,26 @@ impl VirtualSpace {
 mod tests {
     use super::*;
     use crate::units::MIB;
+
+    #[test]
+    fn retiring_chunks_are_neither_mapped_nor_idle_until_finished() {
+        let g = 1024;
+        let mut v = VirtualSpace::new(1 << 20, 16 * g, g);
+        v.set_mapped(0..6, true);
+        v.retire(vec![0..2, 4..5], EventId(9));
+        assert_eq!((v.mapped_bytes(), v.idle_chunks()), (3 * g, 3));
+        assert_eq!(v.idle_runs(8), vec![5..6, 2..4]);
+        assert_eq!(v.extend_run(6..7, 3), 6..10);
+        v.set_mapped(3..4, false);
+        assert_eq!(v.extend_run(3..4, 3), 3..4, "a retiring chunk stops the extension");
+        assert_eq!(v.retirements_touching(&[2..3, 3..4]), Vec::<usize>::new());
+        assert_eq!(v.retirements_touching(&[1..2, 2..3]), vec![0]);
+        assert_eq!(v.use_span((1 << 20) + g, g), vec![1..2], "a block on a retiring chunk finds it unbacked");
+        let done = v.finish_retirement(0);
+        assert_eq!(done, Retirement { runs: vec![0..2, 4..5], event: EventId(9) });
+        assert!(v.retirements().is_empty());
+        assert_eq!(v.extend_run(3..4, 3), 3..5, "no longer retiring");
+    }
 
     #[test]
     fn live_blocks_keep_chunks_busy() {

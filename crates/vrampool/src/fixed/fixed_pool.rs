@@ -279,6 +279,7 @@ impl Pool for FixedPool {
             pre_expansions: 0,
             backend_calls: rare.backend_calls.load(Ordering::Relaxed),
             chunks_moved: 0,
+            chunks_aliased: 0,
             trimmed_bytes: 0,
             events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
             stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
