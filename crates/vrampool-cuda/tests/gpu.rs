@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use vrampool::{
-    Backend, Cap, DynamicConfig, DynamicPool, Error, Fallback, FixedConfig, FixedPool, GIB, HybridConfig, HybridPool,
-    MIB, Pool, SegmentKind, StreamId, human_bytes,
+    Backend, Cap, DynamicConfig, DynamicPool, Error, EventId, Fallback, FixedConfig, FixedPool, GIB, HybridConfig,
+    HybridPool, MIB, Pool, SegmentKind, StreamId, human_bytes,
 };
 use vrampool_cuda::{CudaDevice, CudaError, CudaMemory, CudaVirtual, PoolSlice, devices};
 
@@ -320,8 +320,8 @@ fn cross_stream_reuse_waits_for_the_freeing_stream() {
 }
 
 /// A dynamic pool on a stream of its own (aliasing as `alias` says) whose block X of [`BUSY_X`] bytes was
-/// freed while 400 memsets queued on the stream still write it, with block Z right after X; and when the
-/// memsets began to be queued, and how long queueing them took.
+/// freed while 1000 memsets queued on the stream still write it, with block Z right after X; when the
+/// memsets began to be queued, how long queueing them took, and an event recorded right after them.
 struct FreedUnderMemsets {
     backend: Arc<CudaVirtual>,
     pool: DynamicPool,
@@ -330,6 +330,7 @@ struct FreedUnderMemsets {
     z: u64,
     start: Instant,
     queued: std::time::Duration,
+    memsets_done: EventId,
 }
 
 /// The bytes of X in [`FreedUnderMemsets`].
@@ -345,13 +346,14 @@ fn freed_under_memsets(alias: bool) -> FreedUnderMemsets {
     let x = pool.allocate(BUSY_X, 256, stream).expect("block X").addr;
     let z = pool.allocate(2 * MIB, 256, stream).expect("block Z after X").addr;
     let start = Instant::now();
-    for i in 0..400u32 {
+    for i in 0..1000u32 {
         // SAFETY: the test owns X until it frees it below, and reads it only as bytes.
         unsafe { backend.memset_d8(x, if i % 2 == 0 { 0x11 } else { 0x22 }, BUSY_X, stream) }.expect("memset X");
     }
     let queued = start.elapsed();
+    let memsets_done = backend.record_event(stream).expect("event after the memsets");
     pool.free(x).expect("free X");
-    FreedUnderMemsets { backend, pool, stream, x, z, start, queued }
+    FreedUnderMemsets { backend, pool, stream, x, z, start, queued, memsets_done }
 }
 
 /// On one stream, a long run of memsets into block X; X is freed and a larger block W allocated that lands
@@ -363,10 +365,12 @@ fn freed_under_memsets(alias: bool) -> FreedUnderMemsets {
 #[ignore = "needs an NVIDIA GPU"]
 fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
     let _gpu = gpu();
-    let FreedUnderMemsets { backend, pool, stream: a, z, start, queued, .. } = freed_under_memsets(false);
+    let FreedUnderMemsets { backend, pool, stream: a, z, start, queued, memsets_done, .. } = freed_under_memsets(false);
     let size = BUSY_X;
     let w = pool.allocate(2 * size, 256, a).expect("block W");
     let allocated = start.elapsed();
+    let waited = backend.event_complete(memsets_done).expect("event query");
+    backend.release_event(memsets_done);
     // SAFETY: the test owns W and reads it only as bytes.
     unsafe { backend.memset_d8(w.addr, 0x33, 2 * size, a) }.expect("memset W");
     backend.synchronize().expect("no fault: nothing was unmapped under the memsets");
@@ -374,7 +378,7 @@ fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
     let bytes = read(&*backend, w.addr, 2 * size);
     let stats = pool.stats();
     println!(
-        "400 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after          {finished:?}; {} chunks moved, {} event wait(s), {} synchronisation(s)",
+        "1000 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after {finished:?}; {} chunks moved, {} event wait(s), {} synchronisation(s)",
         human_bytes(size),
         human_bytes(2 * size),
         stats.chunks_moved,
@@ -383,7 +387,7 @@ fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
     );
     assert!(stats.chunks_moved >= size / backend.granularity().unwrap(), "X's chunks moved: {stats:?}");
     assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
-    assert!(allocated * 2 > finished, "the allocation waited for the memsets");
+    assert!(waited && allocated * 2 > finished, "the allocation waited for the memsets");
     assert_eq!(first_difference(&bytes, |_| 0x33), None, "W holds what was written to it");
     pool.free(w.addr).expect("free");
     pool.free(z).expect("free");
@@ -397,17 +401,19 @@ fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
 #[ignore = "needs an NVIDIA GPU"]
 fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
     let _gpu = gpu();
-    let FreedUnderMemsets { backend, pool, stream: a, x, z, start, queued } = freed_under_memsets(true);
+    let FreedUnderMemsets { backend, pool, stream: a, x, z, start, queued, memsets_done } = freed_under_memsets(true);
     let size = BUSY_X;
     let w = pool.allocate(2 * size, 256, a).expect("block W");
     let allocated = start.elapsed();
+    let still_running = !backend.event_complete(memsets_done).expect("event query");
+    backend.release_event(memsets_done);
     // SAFETY: the test owns W and reads it only as bytes.
     unsafe { backend.memset_d8(w.addr, 0x33, 2 * size, a) }.expect("memset W");
     backend.synchronize().expect("no fault: X's addresses stayed mapped under the memsets");
     let finished = start.elapsed();
     let stats = pool.stats();
     println!(
-        "400 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after \
+        "1000 memsets of {} queued in {queued:?}; X freed and W ({}) allocated by {allocated:?}, all done after \
          {finished:?}; {} chunks aliased, {} moved, {} event wait(s), {} synchronisation(s); device holds {} for \
          the pool's {} reserved",
         human_bytes(size),
@@ -421,7 +427,7 @@ fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
     );
     assert!(stats.chunks_aliased >= size / backend.granularity().unwrap(), "X's chunks aliased: {stats:?}");
     assert_eq!((stats.event_waits, stats.synchronizations), (0, 0), "{stats:?}");
-    assert!(allocated * 2 < finished, "the allocation did not wait for the memsets");
+    assert!(still_running, "W was handed out while the memsets still ran: the allocation did not wait for them");
     assert_eq!(backend.mapped_bytes(), stats.reserved_bytes.current, "aliased memory counted once");
     assert_eq!(first_difference(&read(&*backend, w.addr, 2 * size), |_| 0x33), None, "W holds its own bytes");
     let v = pool.allocate(size, 256, a).expect("block V");
