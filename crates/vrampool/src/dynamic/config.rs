@@ -53,9 +53,9 @@ pub struct DynamicConfig {
     /// between two growths. Default: true.
     pub reclaim_idle: bool,
     /// With virtual memory and [`DynamicConfig::reclaim_idle`]: when chunks sit idle but
-    /// queued work may still use them, wait for the device (the CPU gives up its lead over the GPU) and
-    /// move them, rather than map new memory around them. Default: false (chunks still in use are grown
-    /// around).
+    /// queued work may still use them, and they cannot be aliased ([`DynamicConfig::alias_in_use`]), wait
+    /// for the device (the CPU gives up its lead over the GPU) and move them, rather than map new memory
+    /// around them. Default: false (chunks still in use are grown around).
     pub wait_for_idle: bool,
     /// With virtual memory and [`DynamicConfig::reclaim_idle`], on a pool used from one stream, where the
     /// device supports it: idle chunks that queued work may still use are given to the new block at once

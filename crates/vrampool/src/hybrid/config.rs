@@ -70,7 +70,8 @@ pub struct HybridConfig {
     /// of 0.97 to 0.98, against 0.77 to 0.95 at 1.5). 1.01 rather than 1.02: on the bundled traces it
     /// reserves 1.5% less on gpt_train_varlen and 6% less on gpt_serve, on an idle simulated GPU and on one
     /// 5 ms behind alike, for about as many device calls. And with [`DynamicConfig::wait_for_idle`]: on a
-    /// GPU that runs behind the program, the region waits for idle pages still in use rather than grow
+    /// GPU that runs behind the program, where idle pages still in use cannot be aliased
+    /// ([`DynamicConfig::alias_in_use`]: several streams), the region waits for them rather than grow
     /// around them, so it reserves what it would on an idle GPU (simulated 5 ms behind: gpt_train_varlen
     /// 38,932 MiB with 44 waits, against 42,412 MiB without waiting).
     pub dynamic: DynamicConfig,
