@@ -31,3 +31,24 @@ fn waits_for_idle_pages_block_for_at_most_the_lag_each() {
     );
     assert_eq!(behind.peak_reserved_bytes, idle.peak_reserved_bytes, "waiting reserves what an idle GPU would");
 }
+
+/// Aliasing pages still in use (the default) instead of waiting to move them: on the same lagging GPU the
+/// program is blocked for less, and reserves the same.
+#[test]
+fn aliasing_pages_in_use_blocks_for_less_than_waiting_for_them() {
+    let trace = vrampool_trace::read_trace(bundled("resnet_train_fixed.pickle.gz"), &Default::default()).unwrap();
+    let plan = ReplayPlan::from_trace(&trace);
+    let behind = ReplayOptions { gpu_lag_us: 5_000, ..ReplayOptions::default() };
+    let run = |config: &str| replay(&plan, &PoolSpec::parse(config).unwrap(), &behind).unwrap();
+    let aliasing = run("strategy=hybrid,page_size=16MiB");
+    let waiting = run("strategy=hybrid,page_size=16MiB,alias_in_use=false");
+    assert!(aliasing.stats.chunks_aliased > 0, "{:?}", aliasing.stats);
+    assert_eq!(waiting.stats.chunks_aliased, 0);
+    assert!(
+        aliasing.host_blocked_us < waiting.host_blocked_us / 2.0,
+        "blocked {} µs aliasing, {} µs waiting",
+        aliasing.host_blocked_us,
+        waiting.host_blocked_us
+    );
+    assert_eq!(aliasing.peak_reserved_bytes, waiting.peak_reserved_bytes);
+}

@@ -58,6 +58,8 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         let output = ReplayOutput {
             row: ComparisonRow::from(&result),
             device: args.on.clone(),
+            chunks_moved: result.stats.chunks_moved,
+            chunks_aliased: result.stats.chunks_aliased,
             synchronizations: result.stats.synchronizations,
             event_waits: result.stats.event_waits,
             host_blocked_us: result.host_blocked_us,
@@ -95,6 +97,10 @@ struct ReplayOutput {
     #[serde(flatten)]
     row: ComparisonRow,
     device: String,
+    /// Idle pages moved to where memory was needed.
+    chunks_moved: u64,
+    /// Idle pages still in use by queued work mapped where memory was needed as well.
+    chunks_aliased: u64,
     /// Waits for the whole device before moving idle pages.
     synchronizations: u64,
     /// Waits for one event before moving idle pages.
