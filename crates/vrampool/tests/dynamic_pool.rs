@@ -379,6 +379,9 @@ fn idle_chunks_still_in_use_are_aliased_to_the_new_block_on_one_stream() {
     let device = sim.counters();
     assert_eq!((device.alias_calls, device.chunks_aliased, device.event_waits), (1, 4, 0));
     assert_eq!(device.used_bytes, 9 * g, "aliased memory is the device's once");
+    // A growth ahead of need that would land on x's old addresses skips its turn rather than map there.
+    assert_eq!(pool.grow_ahead().unwrap(), 0);
+    assert_eq!((sim.counters().failed_calls, pool.stats().reserved_bytes.current), (0, 9 * g));
     // x's old addresses (the pool's lowest) are still mapped on the device, waiting for the work queued
     // before the alias; the device still runs it. A block landing there waits for that work, then backs
     // the chunks anew.

@@ -619,9 +619,15 @@ impl DynamicPool {
         match granularity {
             Some(g) => {
                 let Some(carved) = state.ranges.allocate(bytes, g) else { return Ok(0) };
-                // The stretch is a block while the device maps it, so nothing else lands on it.
+                // The stretch is a block while the device maps it, so nothing else lands on it. Chunks still
+                // mapped at their old addresses after an alias cannot be mapped again yet: no growth now.
                 if let Space::Virtual(space) = &mut state.space {
-                    space.use_span(carved.offset, carved.size);
+                    let missing = space.use_span(carved.offset, carved.size);
+                    if !space.retirements_touching(&missing).is_empty() {
+                        space.release_span(carved.offset, carved.size);
+                        state.ranges.free(carved.node, carved.tag);
+                        return Ok(0);
+                    }
                 }
                 state.pending += bytes;
                 drop(state);
