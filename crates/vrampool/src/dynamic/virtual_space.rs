@@ -1,5 +1,6 @@
 //! The address range of a dynamic pool on virtual memory: which chunks are mapped, how many live blocks
-//! touch each, and which mapped chunks sit idle under wholly free stretches.
+//! touch each, which mapped chunks sit idle under wholly free stretches, and which are retiring: their memory
+//! aliased to another address while queued work may still use them here.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -11,7 +12,9 @@ use crate::backend::EventId;
 ///
 /// Idle chunks are stamped with the epoch in which they became idle. An epoch ends when the pool records an
 /// event on its stream; once that event completes, no work queued before it still touches the chunks that
-/// became idle in that epoch or earlier, and they can be moved without waiting for the device.
+/// became idle in that epoch or earlier, and they can be moved without waiting for the device. Idle chunks
+/// that cannot wait for that are aliased ([`VirtualSpace::retire`]): they count as unmapped here, and stay
+/// mapped on the device, in a [`Retirement`], until their event completes.
 #[derive(Debug)]
 pub(crate) struct VirtualSpace {
     base: u64,
