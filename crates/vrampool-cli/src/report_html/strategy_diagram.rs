@@ -124,10 +124,12 @@ impl DecisionFlow {
                 ],
                 otherwise: "out of memory: the error says requested, live, reserved and cap".into(),
                 notes: vec![format!(
-                    "Starts at {}. Here: grew {} times, moved {} idle chunks, {} out of memory.",
+                    "Starts at {}. Here: grew {} times, moved {} idle chunks and aliased {} still in use, {} out of \
+                     memory.",
                     short_size(dynamic.initial_size),
                     grouped(stats.growths),
                     grouped(stats.chunks_moved),
+                    grouped(stats.chunks_aliased),
                     grouped(stats.ooms)
                 )],
             },
