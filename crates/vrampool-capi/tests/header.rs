@@ -70,3 +70,45 @@ fn the_header_declares_every_exported_function_and_status() {
         assert!(header.contains(name), "the header lacks `{name}`:\n{header}");
     }
 }
+
+/// The config keys the header lists: the words between `keys:` and the sentence after them, values in
+/// brackets left out.
+fn header_keys(header: &str) -> Vec<String> {
+    let flat: String = header.lines().map(|l| l.trim_start_matches(" *").trim()).collect::<Vec<_>>().join(" ");
+    let start = flat.find("keys:").expect("the header lists the config keys") + "keys:".len();
+    let end = start + flat[start..].find(". An unknown key").expect("the list ends with a sentence");
+    let mut list = flat[start..end].to_string();
+    while let (Some(open), Some(close)) = (list.find('('), list.find(')')) {
+        list.replace_range(open..=close, "");
+    }
+    list.split(',').map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect()
+}
+
+/// The keys of the config-string reference in `vrampool`'s `pool_spec` module (its table's first column).
+fn documented_keys() -> Vec<String> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vrampool/src/pool_spec.rs");
+    let text = std::fs::read_to_string(source).expect("pool_spec.rs reads");
+    let mut keys = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("//! | `")) {
+        let column = line.trim_start_matches("//! | ").split(" | ").next().unwrap_or_default();
+        keys.extend(column.split(", ").map(|k| k.trim_matches('`').to_string()));
+    }
+    keys
+}
+
+/// The header names every config key there is, and only those: each one it lists is accepted by the parser
+/// (whatever it says of the value), and the reference table of the config strings lists the same keys.
+#[test]
+fn the_header_lists_every_config_key() {
+    let header = std::fs::read_to_string(header_path()).expect("include/vrampool.h reads");
+    let mut listed = header_keys(&header);
+    for key in &listed {
+        if let Err(err) = vrampool::PoolSpec::parse(&format!("{key}=?")) {
+            assert!(!err.to_string().contains("unknown key"), "the header lists `{key}`: {err}");
+        }
+    }
+    let mut documented = documented_keys();
+    listed.sort();
+    documented.sort();
+    assert_eq!(listed, documented, "the header's keys against pool_spec.rs's table");
+}
