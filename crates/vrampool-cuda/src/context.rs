@@ -219,21 +219,34 @@ mod tests {
         assert!(fake.count("cuCtxSynchronize") >= 1);
     }
 
+    /// A dynamic pool (waiting for idle chunks, aliasing as `alias` says) on stream A of a fake driver, whose
+    /// 4-chunk block X was freed while A still runs work that used it, with a block Z right after X: the
+    /// driver, the pool, A, the chunk size, X's address and Z. The driver's calls are cleared.
+    fn freed_while_in_use(alias: bool) -> (Arc<FakeDriver>, DynamicPool, StreamId, u64, u64, vrampool::Allocation) {
+        let (fake, backend, a, _) = backend_with_streams();
+        let g = fake.granularity().unwrap();
+        let config =
+            DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true).alias_in_use(alias);
+        let pool = DynamicPool::new(backend, config).unwrap();
+        let x = pool.allocate(4 * g, 256, a).unwrap();
+        let z = pool.allocate(g, 256, a).unwrap();
+        fake.hold_stream(a.0);
+        pool.free(x.addr).unwrap();
+        fake.clear_calls();
+        (fake, pool, a, g, x.addr, z)
+    }
+
+    /// Where in `calls` the first `call` is.
+    fn first(calls: &[&'static str], call: &str) -> usize {
+        calls.iter().position(|c| *c == call).unwrap_or_else(|| panic!("no {call} among {calls:?}"))
+    }
+
     /// A dynamic pool on one stream that must move idle chunks still used by queued work, without aliasing,
     /// waits for the event that ends that work (`cuEventSynchronize`), not for the whole context.
     #[test]
     fn moving_chunks_in_use_on_one_stream_waits_for_its_event() {
         for failing in [false, true] {
-            let (fake, backend, a, _) = backend_with_streams();
-            let g = fake.granularity().unwrap();
-            let config =
-                DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true).alias_in_use(false);
-            let pool = DynamicPool::new(backend.clone(), config).unwrap();
-            let x = pool.allocate(4 * g, 256, a).unwrap();
-            let z = pool.allocate(g, 256, a).unwrap();
-            fake.hold_stream(a.0);
-            pool.free(x.addr).unwrap();
-            fake.clear_calls();
+            let (fake, pool, a, g, _, z) = freed_while_in_use(false);
             if failing {
                 fake.fail("cuEventSynchronize", 0, CUDA_ERROR_INVALID_HANDLE);
                 let err = pool.allocate(8 * g, 256, a).unwrap_err();
@@ -247,9 +260,10 @@ mod tests {
             let stats = pool.stats();
             assert_eq!((stats.chunks_moved, stats.event_waits, stats.synchronizations), (4, 1, 0), "{stats:?}");
             let calls = fake.calls();
-            let waited = calls.iter().position(|c| *c == "cuEventSynchronize").expect("an event wait");
-            let unmapped = calls.iter().position(|c| *c == "cuMemUnmap").expect("a move");
-            assert!(waited < unmapped, "the wait comes before the move: {calls:?}");
+            assert!(
+                first(&calls, "cuEventSynchronize") < first(&calls, "cuMemUnmap"),
+                "the wait comes first: {calls:?}"
+            );
             assert_eq!(fake.count("cuCtxSynchronize"), 0);
             pool.free(w.addr).unwrap();
             pool.free(z.addr).unwrap();
@@ -261,31 +275,25 @@ mod tests {
     /// addresses waits for that event (`cuEventSynchronize`) before they are unmapped there.
     #[test]
     fn chunks_in_use_on_one_stream_are_aliased_and_unmapped_after_their_work() {
-        let (fake, backend, a, _) = backend_with_streams();
-        let g = fake.granularity().unwrap();
-        let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
-        let pool = DynamicPool::new(backend.clone(), config).unwrap();
-        let x = pool.allocate(4 * g, 256, a).unwrap();
-        let z = pool.allocate(g, 256, a).unwrap();
-        fake.hold_stream(a.0);
-        pool.free(x.addr).unwrap();
-        fake.clear_calls();
+        let (fake, pool, a, g, x, z) = freed_while_in_use(true);
         let w = pool.allocate(8 * g, 256, a).unwrap();
         let stats = pool.stats();
         assert_eq!((stats.chunks_aliased, stats.event_waits, stats.synchronizations), (4, 0, 0), "{stats:?}");
         let calls = fake.calls();
-        let recorded = calls.iter().position(|c| *c == "cuEventRecord").expect("an event for x's old addresses");
-        let mapped = calls.iter().position(|c| *c == "cuMemMap").expect("the alias");
-        assert!(recorded < mapped, "the event covers the work queued before the alias: {calls:?}");
+        assert!(
+            first(&calls, "cuEventRecord") < first(&calls, "cuMemMap"),
+            "the event covers the work queued before the alias: {calls:?}"
+        );
         assert!(!calls.contains(&"cuEventSynchronize") && !calls.contains(&"cuMemUnmap"), "{calls:?}");
         assert_eq!(fake.used(), 9 * g, "x's memory is the device's once");
         fake.clear_calls();
         let v = pool.allocate(4 * g, 256, a).unwrap();
-        assert_eq!(v.addr, x.addr, "v lands on x's old addresses");
+        assert_eq!(v.addr, x, "v lands on x's old addresses");
         let calls = fake.calls();
-        let waited = calls.iter().position(|c| *c == "cuEventSynchronize").expect("a wait for x's old work");
-        let unmapped = calls.iter().position(|c| *c == "cuMemUnmap").expect("x's old addresses unmapped");
-        assert!(waited < unmapped, "{calls:?}");
+        assert!(
+            first(&calls, "cuEventSynchronize") < first(&calls, "cuMemUnmap"),
+            "x's old work waited for before its addresses are unmapped: {calls:?}"
+        );
         assert_eq!(fake.count("cuCtxSynchronize"), 0);
         for block in [v, w, z] {
             pool.free(block.addr).unwrap();

@@ -502,7 +502,7 @@ impl Backend for CudaVirtual {
             // `handle` is live (mapped at `from + offset`) and has `g` bytes. Mapping it a second time
             // leaves the first mapping, and the work queued on it, as they are.
             match unsafe { driver.mem_map(to + offset, g, handle) } {
-                Ok(()) => made.push(to + offset),
+                Ok(()) => made.push((to + offset, handle)),
                 Err(err) => {
                     outcome = Err(err);
                     break;
@@ -514,16 +514,15 @@ impl Backend for CudaVirtual {
             outcome = unsafe { driver.set_access(to, size) };
         }
         if let Err(err) = outcome {
-            for at in made.into_iter().rev() {
+            for (at, _) in made.into_iter().rev() {
                 // SAFETY: `at` was mapped by this call a moment ago and never handed out; the handle stays
                 // mapped at its first address.
                 let _ = unsafe { driver.mem_unmap(at, g) };
             }
             return Err(err.into());
         }
-        for offset in (0..size).step_by(g as usize) {
-            let handle = state.chunks[&(from + offset)];
-            state.chunks.insert(to + offset, handle);
+        for (at, handle) in made {
+            state.chunks.insert(at, handle);
             *state.aliases.entry(handle).or_insert(0) += 1;
         }
         Ok(())
@@ -572,18 +571,13 @@ impl Drop for CudaVirtual {
         let driver = self.context.driver();
         let _ = driver.ctx_synchronize();
         let g = self.granularity;
-        let state = std::mem::take(self.state.get_mut());
-        let mut aliases = state.aliases;
-        for (at, handle) in state.chunks {
+        let mut state = std::mem::take(self.state.get_mut());
+        for (at, handle) in std::mem::take(&mut state.chunks) {
             // SAFETY: each chunk is one whole mapping of ours and the device is idle; it leaves the books
             // here, so it is unmapped once.
             if unsafe { driver.mem_unmap(at, g) }.is_ok() {
-                match aliases.get_mut(&handle) {
-                    // Still mapped at another address: released with the last one.
-                    Some(extra) if *extra > 0 => *extra -= 1,
-                    // SAFETY: the handle is now mapped nowhere and released once.
-                    _ => drop(unsafe { driver.mem_release(handle) }),
-                }
+                // Released with its last address; a release the driver refuses joins the orphans below.
+                self.drop_mapping(&mut state, handle);
             }
         }
         for handle in state.orphans {

@@ -466,11 +466,7 @@ impl DynamicPool {
     /// ([`DynamicConfig::alias_in_use`]): the pool's one stream, where the device supports aliases and
     /// fewer than [`MAX_RETIREMENTS`] batches are retiring.
     fn alias_stream(&self, space: &VirtualSpace) -> Option<StreamId> {
-        if !self.config.alias_in_use
-            || !self.backend.supports_alias()
-            || self.order.is_multi_stream()
-            || space.retirements().len() >= MAX_RETIREMENTS
-        {
+        if !self.config.alias_in_use || !self.backend.supports_alias() || space.retirements().len() >= MAX_RETIREMENTS {
             return None;
         }
         self.order.only_stream()
@@ -515,22 +511,18 @@ impl DynamicPool {
     /// others where that work is known to have run.
     fn unmap_retired(&self, space: &mut VirtualSpace, missing: &[Range<usize>]) -> Result<()> {
         let needed = space.retirements_touching(missing);
-        let mut position = 0;
-        let mut seen = 0;
-        while position < space.retirements().len() {
+        // Newest first, so that taking a batch out leaves the positions still to visit as they were.
+        for position in (0..space.retirements().len()).rev() {
             let event = space.retirements()[position].event;
-            let done = if needed.contains(&seen) {
+            let done = if needed.contains(&position) {
                 StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.backend.wait_event(event))?;
                 self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
                 true
             } else {
                 self.backend.event_complete(event)?
             };
-            seen += 1;
             if done {
                 self.unmap_retirement(space, position)?;
-            } else {
-                position += 1;
             }
         }
         Ok(())
