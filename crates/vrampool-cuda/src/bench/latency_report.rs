@@ -17,6 +17,9 @@ pub struct PoolWork {
     pub growths: u64,
     /// Physical chunks moved to where memory was needed (virtual memory).
     pub chunks_moved: u64,
+    /// Chunks still in use mapped where they were needed as well.
+    #[serde(default)]
+    pub chunks_aliased: u64,
     /// Whole-device synchronizations.
     pub synchronizations: u64,
     /// Host waits for one event of the pool's stream.
@@ -31,6 +34,7 @@ impl PoolWork {
             backend_calls: stats.backend_calls,
             growths: stats.growths,
             chunks_moved: stats.chunks_moved,
+            chunks_aliased: stats.chunks_aliased,
             synchronizations: stats.synchronizations,
             event_waits: stats.event_waits,
         }
@@ -42,6 +46,7 @@ impl PoolWork {
             backend_calls: self.backend_calls.saturating_sub(earlier.backend_calls),
             growths: self.growths.saturating_sub(earlier.growths),
             chunks_moved: self.chunks_moved.saturating_sub(earlier.chunks_moved),
+            chunks_aliased: self.chunks_aliased.saturating_sub(earlier.chunks_aliased),
             synchronizations: self.synchronizations.saturating_sub(earlier.synchronizations),
             event_waits: self.event_waits.saturating_sub(earlier.event_waits),
         }
@@ -207,13 +212,14 @@ impl LatencyReport {
                 let work = cell.pool_work_timed.filter(|w| *w != PoolWork::default())?;
                 let mean = cell.mean_ns.map(|ns| format!("; mean {} per operation", human_ns(ns))).unwrap_or_default();
                 Some(format!(
-                    "- {}, {}: {} backend calls, {} growths, {} chunks moved, {} synchronizations, {} event \
-                     waits{mean}",
+                    "- {}, {}: {} backend calls, {} growths, {} chunks moved, {} aliased, {} synchronizations, {} \
+                     event waits{mean}",
                     cell.method,
                     cell.pattern,
                     work.backend_calls,
                     work.growths,
                     work.chunks_moved,
+                    work.chunks_aliased,
                     work.synchronizations,
                     work.event_waits
                 ))
@@ -250,23 +256,52 @@ mod tests {
 
     #[test]
     fn pool_work_over_the_timed_rounds_is_the_difference_of_two_readings() {
-        let before = PoolWork { backend_calls: 10, growths: 2, chunks_moved: 5, synchronizations: 1, event_waits: 2 };
-        let after = PoolWork { backend_calls: 13, growths: 2, chunks_moved: 9, synchronizations: 1, event_waits: 5 };
+        let before = PoolWork {
+            backend_calls: 10,
+            growths: 2,
+            chunks_moved: 5,
+            chunks_aliased: 1,
+            synchronizations: 1,
+            event_waits: 2,
+        };
+        let after = PoolWork {
+            backend_calls: 13,
+            growths: 2,
+            chunks_moved: 9,
+            chunks_aliased: 7,
+            synchronizations: 1,
+            event_waits: 5,
+        };
         assert_eq!(
             after.since(before),
-            PoolWork { backend_calls: 3, growths: 0, chunks_moved: 4, synchronizations: 0, event_waits: 3 }
+            PoolWork {
+                backend_calls: 3,
+                growths: 0,
+                chunks_moved: 4,
+                chunks_aliased: 6,
+                synchronizations: 0,
+                event_waits: 3
+            }
         );
         let stats = PoolStats {
             backend_calls: 7,
             growths: 1,
             chunks_moved: 2,
+            chunks_aliased: 5,
             synchronizations: 3,
             event_waits: 4,
             ..Default::default()
         };
         assert_eq!(
             PoolWork::of(&stats),
-            PoolWork { backend_calls: 7, growths: 1, chunks_moved: 2, synchronizations: 3, event_waits: 4 }
+            PoolWork {
+                backend_calls: 7,
+                growths: 1,
+                chunks_moved: 2,
+                chunks_aliased: 5,
+                synchronizations: 3,
+                event_waits: 4
+            }
         );
     }
 
@@ -274,8 +309,14 @@ mod tests {
     fn the_table_names_the_cells_whose_pool_called_the_device_while_timed() {
         let pattern = Pattern::Pair { size: 4096 };
         let mut busy = LatencyCell::new("hybrid / CudaVirtual", &pattern, Ok((vec![90.0], 10)));
-        busy.pool_work_timed =
-            Some(PoolWork { backend_calls: 12, growths: 1, chunks_moved: 4, synchronizations: 0, event_waits: 2 });
+        busy.pool_work_timed = Some(PoolWork {
+            backend_calls: 12,
+            growths: 1,
+            chunks_moved: 4,
+            chunks_aliased: 3,
+            synchronizations: 0,
+            event_waits: 2,
+        });
         let mut idle = LatencyCell::new("fixed / CudaDevice", &pattern, Ok((vec![25.0], 10)));
         idle.pool_work_timed = Some(PoolWork::default());
         let report = LatencyReport {
@@ -291,8 +332,8 @@ mod tests {
         let table = report.to_markdown();
         assert!(
             table.contains(
-                "- hybrid / CudaVirtual, pair 4 KiB: 12 backend calls, 1 growths, 4 chunks moved, 0 synchronizations, 2 event \
-                 waits; mean 90 ns per operation"
+                "- hybrid / CudaVirtual, pair 4 KiB: 12 backend calls, 1 growths, 4 chunks moved, 3 aliased, 0 \
+                 synchronizations, 2 event waits; mean 90 ns per operation"
             ),
             "{table}"
         );
