@@ -9,6 +9,8 @@
 // blocks of log-uniform sizes from 256 B to 8 MiB, each op frees one at random and allocates a new one in its
 // place (one op = one free plus one allocation). Each pattern runs `rounds` rounds of `ops` operations after a
 // warm-up; the figure is the median over rounds of the mean nanoseconds per operation (p10 and p90 beside it).
+// The two allocators' rounds take turns (PyTorch first in even rounds, vrampool first in odd ones), so that both
+// are timed over the same stretch: this host's speed drifts within a run by more than the figures compared.
 // Every size and victim is drawn before timing, from a seeded generator, the same for both allocators.
 // run.py calls `run` once per pattern, each in a process of its own, so that both allocators meet every
 // pattern fresh (vrampool's default pool learns its size classes from its first requests).
@@ -88,24 +90,42 @@ Figure summarize(std::vector<double> per_round) {
   return {at(0.5), at(0.1), at(0.9)};
 }
 
-template <typename A>
-Figure pairs(A& allocator, size_t size, int rounds, int ops, int warmup) {
-  for (int i = 0; i < warmup; i++) {
-    allocator.free(allocator.alloc(size), size);
-  }
-  std::vector<double> per_round;
-  per_round.reserve(rounds);
-  for (int r = 0; r < rounds; r++) {
+// Times `round` for each of two allocators in turn, `rounds` times, alternating which goes first; returns both
+// allocators' figures.
+template <typename First, typename Second>
+std::pair<Figure, Figure> take_turns(First& first, Second& second, int rounds, int ops) {
+  std::vector<double> a, b;
+  a.reserve(rounds);
+  b.reserve(rounds);
+  auto timed = [&](auto& run, std::vector<double>& out) {
     auto start = Clock::now();
+    run.round(ops);
+    out.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / ops);
+  };
+  for (int r = 0; r < rounds; r++) {
+    if (r % 2 == 0) {
+      timed(first, a);
+      timed(second, b);
+    } else {
+      timed(second, b);
+      timed(first, a);
+    }
+  }
+  return {summarize(std::move(a)), summarize(std::move(b))};
+}
+
+// Allocate-then-free pairs of one size on one allocator.
+template <typename A>
+struct Pairs {
+  A& allocator;
+  size_t size;
+  void round(int ops) {
     for (int i = 0; i < ops; i++) {
       void* p = allocator.alloc(size);
       allocator.free(p, size);
     }
-    auto ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-    per_round.push_back(ns / ops);
   }
-  return summarize(std::move(per_round));
-}
+};
 
 // The sizes and victims of a churn run, drawn before timing.
 struct ChurnPlan {
@@ -129,40 +149,39 @@ ChurnPlan plan_churn(uint64_t seed, size_t total_ops) {
   return plan;
 }
 
+// The churn on one allocator: its live blocks, and where it stands in the plan.
 template <typename A>
-Figure churn(A& allocator, const ChurnPlan& plan, int rounds, int ops, int warmup) {
-  std::vector<void*> live(kChurnLive);
-  std::vector<size_t> live_size(kChurnLive);
+struct Churn {
+  A& allocator;
+  const ChurnPlan& plan;
+  std::vector<void*> live;
+  std::vector<size_t> live_size;
   size_t next = 0;
-  for (size_t i = 0; i < kChurnLive; i++) {
-    live_size[i] = plan.sizes[next++];
-    live[i] = allocator.alloc(live_size[i]);
-  }
   size_t op = 0;
-  auto one = [&]() {
-    uint32_t v = plan.victims[op++];
-    allocator.free(live[v], live_size[v]);
-    live_size[v] = plan.sizes[next++];
-    live[v] = allocator.alloc(live_size[v]);
-  };
-  for (int i = 0; i < warmup; i++) {
-    one();
-  }
-  std::vector<double> per_round;
-  per_round.reserve(rounds);
-  for (int r = 0; r < rounds; r++) {
-    auto start = Clock::now();
-    for (int i = 0; i < ops; i++) {
-      one();
+
+  Churn(A& a, const ChurnPlan& p) : allocator(a), plan(p), live(kChurnLive), live_size(kChurnLive) {
+    for (size_t i = 0; i < kChurnLive; i++) {
+      live_size[i] = plan.sizes[next++];
+      live[i] = allocator.alloc(live_size[i]);
     }
-    auto ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-    per_round.push_back(ns / ops);
   }
-  for (size_t i = 0; i < kChurnLive; i++) {
-    allocator.free(live[i], live_size[i]);
+  Churn(const Churn&) = delete;
+  Churn& operator=(const Churn&) = delete;
+  ~Churn() {
+    for (size_t i = 0; i < kChurnLive; i++) {
+      if (live[i] != nullptr) allocator.free(live[i], live_size[i]);
+    }
   }
-  return summarize(std::move(per_round));
-}
+  void round(int ops) {
+    for (int i = 0; i < ops; i++) {
+      uint32_t v = plan.victims[op++];
+      allocator.free(live[v], live_size[v]);
+      live[v] = nullptr;
+      live_size[v] = plan.sizes[next++];
+      live[v] = allocator.alloc(live_size[v]);
+    }
+  }
+};
 
 py::dict row(const std::string& method, const std::string& pattern, size_t size, const Figure& f, int rounds,
              int ops) {
@@ -215,14 +234,23 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
   py::list rows;
   for (const auto& [pattern, size] : pair_sizes) {
     if (!wanted(pattern)) continue;
-    rows.append(row("pytorch", pattern, size, pairs(torch_allocator, size, rounds, ops, warmup), rounds, ops));
-    rows.append(row("vrampool", pattern, size, pairs(vrampool, size, rounds, ops, warmup), rounds, ops));
+    Pairs<TorchCaching> torch_pairs{torch_allocator, size};
+    Pairs<Vrampool> vrampool_pairs{vrampool, size};
+    torch_pairs.round(warmup);
+    vrampool_pairs.round(warmup);
+    auto [torch_figure, vrampool_figure] = take_turns(torch_pairs, vrampool_pairs, rounds, ops);
+    rows.append(row("pytorch", pattern, size, torch_figure, rounds, ops));
+    rows.append(row("vrampool", pattern, size, vrampool_figure, rounds, ops));
   }
   if (wanted("churn")) {
     ChurnPlan plan = plan_churn(seed, static_cast<size_t>(warmup) + static_cast<size_t>(rounds) * churn_ops);
-    rows.append(
-        row("pytorch", "churn", 0, churn(torch_allocator, plan, rounds, churn_ops, warmup), rounds, churn_ops));
-    rows.append(row("vrampool", "churn", 0, churn(vrampool, plan, rounds, churn_ops, warmup), rounds, churn_ops));
+    Churn<TorchCaching> torch_churn(torch_allocator, plan);
+    Churn<Vrampool> vrampool_churn(vrampool, plan);
+    torch_churn.round(warmup);
+    vrampool_churn.round(warmup);
+    auto [torch_figure, vrampool_figure] = take_turns(torch_churn, vrampool_churn, rounds, churn_ops);
+    rows.append(row("pytorch", "churn", 0, torch_figure, rounds, churn_ops));
+    rows.append(row("vrampool", "churn", 0, vrampool_figure, rounds, churn_ops));
   }
   return rows;
 }

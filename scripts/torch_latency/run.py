@@ -10,7 +10,8 @@ then times, on PyTorch's current stream of device 0:
 
 for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` and for `vrampool_torch_alloc`/
 `vrampool_torch_free` (the pool configured by VRAMPOOL_CONF, or --conf; default: the hybrid pool on CUDA virtual
-memory). Each pattern runs in a process of its own, both allocators in turn, so that each meets the pattern fresh
+memory). Each pattern runs in a process of its own, the two allocators' timed rounds taking turns (so that both are
+timed over the same stretch of the host's time), so that each meets the pattern fresh
 (vrampool's default pool learns its size classes from its first requests; one process for all patterns would
 teach it the first pattern only). Figures: median over rounds of the mean per round. Prints a table, and writes
 JSON to --out.

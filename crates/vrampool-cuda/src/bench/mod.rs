@@ -4,7 +4,8 @@
 //! at several sizes, and churn over many live blocks).
 //!
 //! Each (method, pattern) cell runs rounds of operations, each round timed as a whole, until a time budget
-//! is spent; the figure is the median nanoseconds per operation over the rounds. Adding a strategy is one
+//! is spent; the figure is the median nanoseconds per operation over the rounds. The methods' rounds of one
+//! pattern take turns, so that every figure of a column is taken over the same stretch of time. Adding a strategy is one
 //! line in [`default_methods`] ([`Method::pool_on_both`]).
 
 mod bench_device;

@@ -1,4 +1,10 @@
-//! Running the latency bench: every method on every pattern, timed in rounds.
+//! Running the latency bench: every method on every pattern, timed in rounds that take turns.
+//!
+//! For one pattern, every method's allocator is made and warmed up first; then their timed rounds
+//! alternate, one round of each method in turn, until each has spent its budget. A method's figure and the
+//! figures it is compared with are thus taken over the same stretch of time: on a shared host whose speed
+//! drifts by a quarter within a minute, cells timed one after the other compared the drift as much as the
+//! methods.
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +58,176 @@ impl Default for BenchConfig {
     }
 }
 
+/// The most operations a timed round runs.
+const MAX_OPS_PER_ROUND: usize = 100_000;
+
+/// Draws of the churn pattern, made before timing so that the random numbers cost nothing in the rounds.
+const CHURN_DRAWS: usize = 1 << 16;
+
+/// Where one allocator stands in its pattern between rounds.
+enum Workload {
+    /// Allocate and free one block of `size` bytes.
+    Pair { size: u64 },
+    /// Free a live block chosen at random and allocate one in its place.
+    Churn { live: Vec<u64>, sizes: Vec<u64>, victims: Vec<usize>, step: usize },
+}
+
+impl Workload {
+    /// The pattern's state on `allocator`: for churn, its live blocks allocated (those allocated are kept
+    /// in the state even where one fails, so that [`Workload::release`] frees them).
+    fn prepare(allocator: &mut dyn Allocator, pattern: &Pattern, seed: u64) -> (Self, Result<(), CudaError>) {
+        match *pattern {
+            Pattern::Pair { size } => (Workload::Pair { size }, Ok(())),
+            Pattern::Churn { live: count, min_size, max_size } => {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let sizes: Vec<u64> =
+                    (0..CHURN_DRAWS).map(|_| Pattern::log_uniform(&mut rng, min_size, max_size)).collect();
+                let victims: Vec<usize> = (0..CHURN_DRAWS).map(|_| rng.random_range(0..count.max(1))).collect();
+                let mut live = Vec::with_capacity(count);
+                let outcome = (0..count).try_for_each(|i| {
+                    live.push(allocator.allocate(sizes[i % CHURN_DRAWS])?);
+                    Ok(())
+                });
+                (Workload::Churn { live, sizes, victims, step: 0 }, outcome)
+            }
+        }
+    }
+
+    /// Whether the pattern has nothing to do (a churn of no live blocks).
+    fn is_empty(&self) -> bool {
+        matches!(self, Workload::Churn { live, .. } if live.is_empty())
+    }
+
+    /// One operation: a pair, or a churn step.
+    #[inline]
+    fn op(&mut self, allocator: &mut dyn Allocator) -> Result<(), CudaError> {
+        match self {
+            Workload::Pair { size } => {
+                let addr = allocator.allocate(*size)?;
+                allocator.free(addr)
+            }
+            Workload::Churn { live, sizes, victims, step } => {
+                let (size, victim) = (sizes[*step % CHURN_DRAWS], victims[*step % CHURN_DRAWS]);
+                *step += 1;
+                allocator.free(live[victim])?;
+                // The block is gone: if the allocation fails, nothing is left to free at `victim`.
+                match allocator.allocate(size) {
+                    Ok(addr) => {
+                        live[victim] = addr;
+                        Ok(())
+                    }
+                    Err(err) => {
+                        live.swap_remove(victim);
+                        Err(err)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Frees every block the pattern holds.
+    fn release(&mut self, allocator: &mut dyn Allocator) {
+        if let Workload::Churn { live, .. } = self {
+            for addr in live.drain(..) {
+                let _ = allocator.free(addr);
+            }
+        }
+    }
+}
+
+/// One (method, pattern) cell while its rounds run.
+struct Measurement {
+    allocator: Box<dyn Allocator>,
+    workload: Workload,
+    ops_per_round: usize,
+    per_op_ns: Vec<f64>,
+    /// Time spent in timed rounds so far.
+    measured: Duration,
+    /// The pool's device work when timing began.
+    before: Option<PoolWork>,
+}
+
+impl Measurement {
+    /// Makes the allocator, prepares the pattern, warms up and sizes the rounds; ready for its first round.
+    fn start(
+        method: &Method,
+        device: &BenchDevice,
+        pattern: &Pattern,
+        config: &BenchConfig,
+    ) -> Result<Self, CudaError> {
+        Self::prepare(method.make(device, pattern)?, pattern, config)
+    }
+
+    /// [`Measurement::start`] on an allocator made already.
+    fn prepare(mut allocator: Box<dyn Allocator>, pattern: &Pattern, config: &BenchConfig) -> Result<Self, CudaError> {
+        let (mut workload, prepared) = Workload::prepare(&mut *allocator, pattern, config.seed);
+        let warmup = if matches!(pattern, Pattern::Pair { .. }) { config.warmup_ops } else { config.churn_warmup_ops };
+        let ready = prepared
+            .and_then(|()| {
+                if workload.is_empty() {
+                    return Ok(0);
+                }
+                (0..warmup).try_for_each(|_| workload.op(&mut *allocator))?;
+                Ok(1)
+            })
+            .and_then(|ops| {
+                let before = allocator.pool_work();
+                let ops_per_round =
+                    if ops == 0 { 0 } else { ops_per_round(&mut *allocator, &mut workload, config.round_target)? };
+                Ok((before, ops_per_round))
+            });
+        match ready {
+            Ok((before, ops_per_round)) => Ok(Measurement {
+                allocator,
+                workload,
+                ops_per_round,
+                per_op_ns: Vec::new(),
+                measured: Duration::ZERO,
+                before,
+            }),
+            Err(err) => {
+                workload.release(&mut *allocator);
+                Err(err)
+            }
+        }
+    }
+
+    /// Whether the cell has its rounds: none to run at all, the most rounds, or the least rounds and its
+    /// budget.
+    fn is_done(&self, config: &BenchConfig) -> bool {
+        let rounds = self.per_op_ns.len();
+        self.ops_per_round == 0
+            || rounds >= config.max_rounds
+            || (rounds >= config.min_rounds && self.measured >= config.budget_per_cell)
+    }
+
+    /// Runs and times one round.
+    fn round(&mut self) -> Result<(), CudaError> {
+        let start = Instant::now();
+        for _ in 0..self.ops_per_round {
+            self.workload.op(&mut *self.allocator)?;
+        }
+        let elapsed = start.elapsed();
+        self.measured += elapsed;
+        self.per_op_ns.push(elapsed.as_nanos() as f64 / self.ops_per_round as f64);
+        Ok(())
+    }
+
+    /// The samples, with the device work done since timing began; frees what the pattern holds and drops
+    /// the allocator.
+    fn finish(mut self) -> Samples {
+        let pool_work = self.allocator.pool_work().zip(self.before).map(|(after, before)| after.since(before));
+        self.workload.release(&mut *self.allocator);
+        drop(self.allocator);
+        Samples { per_op_ns: self.per_op_ns, ops_per_round: self.ops_per_round, pool_work }
+    }
+
+    /// Frees what the pattern holds and drops the allocator, after a failed round.
+    fn abandon(mut self) {
+        self.workload.release(&mut *self.allocator);
+    }
+}
+
 /// Nanoseconds per operation of each timed round, the operations per round, and what a pool did on the
 /// device while timed.
 struct Samples {
@@ -60,18 +236,58 @@ struct Samples {
     pool_work: Option<PoolWork>,
 }
 
-/// Runs every method on every pattern of `config` on `device`, one cell after another, and reports the
-/// median nanoseconds per operation. A cell that fails (a method the device lacks, a request refused)
-/// is reported with its error; the others still run.
+/// Operations in a round of about `target`, from batches of 8, 16, 32, ... operations timed until one lasts
+/// an eighth of it: a single slow operation in a short batch (a driver call inside a pool) would have made
+/// every round short, and the median of short rounds leaves out what such calls cost.
+fn ops_per_round(allocator: &mut dyn Allocator, workload: &mut Workload, target: Duration) -> Result<usize, CudaError> {
+    let mut batch = 8usize;
+    let estimate = loop {
+        let start = Instant::now();
+        for _ in 0..batch {
+            workload.op(allocator)?;
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= target / 8 || batch >= MAX_OPS_PER_ROUND {
+            break elapsed.as_secs_f64() / batch as f64;
+        }
+        batch *= 2;
+    };
+    Ok((target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, MAX_OPS_PER_ROUND as f64) as usize)
+}
+
+/// Runs every method on every pattern of `config` on `device` and reports the median nanoseconds per
+/// operation. For each pattern the methods' rounds take turns (see the module's note). A cell that fails (a
+/// method the device lacks, a request refused) is reported with its error; the others still run.
 pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> LatencyReport {
+    let mut outcomes: Vec<Vec<Option<Result<Samples, CudaError>>>> =
+        methods.iter().map(|_| config.patterns.iter().map(|_| None).collect()).collect();
+    for (p, pattern) in config.patterns.iter().enumerate() {
+        let mut running: Vec<(usize, Measurement)> = Vec::new();
+        for (m, method) in methods.iter().enumerate() {
+            match Measurement::start(method, device, pattern, config) {
+                Ok(measurement) => running.push((m, measurement)),
+                Err(err) => outcomes[m][p] = Some(Err(err)),
+            }
+        }
+        while !running.is_empty() {
+            let mut still = Vec::with_capacity(running.len());
+            for (m, mut measurement) in running {
+                if measurement.is_done(config) {
+                    outcomes[m][p] = Some(Ok(measurement.finish()));
+                } else if let Err(err) = measurement.round() {
+                    measurement.abandon();
+                    outcomes[m][p] = Some(Err(err));
+                } else {
+                    still.push((m, measurement));
+                }
+            }
+            running = still;
+        }
+    }
     let mut cells = Vec::new();
-    for method in methods {
-        for pattern in &config.patterns {
-            let outcome = method.make(device, pattern).and_then(|mut allocator| {
-                let samples = measure(&mut *allocator, pattern, config);
-                drop(allocator);
-                samples
-            });
+    for (method, row) in methods.iter().zip(outcomes) {
+        for (pattern, outcome) in config.patterns.iter().zip(row) {
+            let outcome = outcome.expect("every cell finishes");
             let pool_work = outcome.as_ref().ok().and_then(|s| s.pool_work);
             let mut cell = LatencyCell::new(&method.name, pattern, outcome.map(|s| (s.per_op_ns, s.ops_per_round)));
             cell.pool_work_timed = pool_work;
@@ -90,126 +306,16 @@ pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> La
     }
 }
 
-/// Times one pattern on one allocator; frees everything it allocated, whatever happens.
-fn measure(allocator: &mut dyn Allocator, pattern: &Pattern, config: &BenchConfig) -> Result<Samples, CudaError> {
-    let mut live = Vec::new();
-    let outcome = match *pattern {
-        Pattern::Pair { size } => measure_pairs(allocator, size, config),
-        Pattern::Churn { live: count, min_size, max_size } => {
-            measure_churn(allocator, &mut live, count, min_size, max_size, config)
-        }
-    };
-    for addr in live {
-        let _ = allocator.free(addr);
-    }
-    outcome
-}
-
-/// Rounds of `ops` operations each, timed, until the budget is spent; with what the pool did meanwhile.
-fn timed_rounds(
-    allocator: &mut dyn Allocator,
-    config: &BenchConfig,
-    mut op: impl FnMut(&mut dyn Allocator) -> Result<(), CudaError>,
-) -> Result<Samples, CudaError> {
-    let before = allocator.pool_work();
-    // Estimate the cost of one operation from batches of 8, 16, 32, ... operations, until one lasts an
-    // eighth of a round: a single slow operation in a short batch (a driver call inside a pool) would have
-    // made every round short, and the median of short rounds leaves out what such calls cost.
-    let estimate = {
-        let mut batch = 8usize;
-        loop {
-            let start = Instant::now();
-            for _ in 0..batch {
-                op(allocator)?;
-            }
-            let elapsed = start.elapsed();
-            if elapsed >= config.round_target / 8 || batch >= MAX_OPS_PER_ROUND {
-                break elapsed.as_secs_f64() / batch as f64;
-            }
-            batch *= 2;
-        }
-    };
-    let ops_per_round =
-        (config.round_target.as_secs_f64() / estimate.max(1e-9)).clamp(1.0, MAX_OPS_PER_ROUND as f64) as usize;
-    let mut per_op_ns = Vec::new();
-    let budget = Instant::now();
-    while per_op_ns.len() < config.max_rounds
-        && (per_op_ns.len() < config.min_rounds || budget.elapsed() < config.budget_per_cell)
-    {
-        let start = Instant::now();
-        for _ in 0..ops_per_round {
-            op(allocator)?;
-        }
-        per_op_ns.push(start.elapsed().as_nanos() as f64 / ops_per_round as f64);
-    }
-    let pool_work = allocator.pool_work().zip(before).map(|(after, before)| after.since(before));
-    Ok(Samples { per_op_ns, ops_per_round, pool_work })
-}
-
-fn measure_pairs(allocator: &mut dyn Allocator, size: u64, config: &BenchConfig) -> Result<Samples, CudaError> {
-    let pair = |allocator: &mut dyn Allocator| {
-        let addr = allocator.allocate(size)?;
-        allocator.free(addr)
-    };
-    for _ in 0..config.warmup_ops {
-        pair(allocator)?;
-    }
-    timed_rounds(allocator, config, pair)
-}
-
-/// The most operations a timed round runs.
-const MAX_OPS_PER_ROUND: usize = 100_000;
-
-/// Draws of the churn pattern, made before timing so that the random numbers cost nothing in the rounds.
-const CHURN_DRAWS: usize = 1 << 16;
-
-fn measure_churn(
-    allocator: &mut dyn Allocator,
-    live: &mut Vec<u64>,
-    count: usize,
-    min_size: u64,
-    max_size: u64,
-    config: &BenchConfig,
-) -> Result<Samples, CudaError> {
-    let mut rng = SmallRng::seed_from_u64(config.seed);
-    let sizes: Vec<u64> = (0..CHURN_DRAWS).map(|_| Pattern::log_uniform(&mut rng, min_size, max_size)).collect();
-    let victims: Vec<usize> = (0..CHURN_DRAWS).map(|_| rng.random_range(0..count.max(1))).collect();
-    for i in 0..count {
-        live.push(allocator.allocate(sizes[i % CHURN_DRAWS])?);
-    }
-    if live.is_empty() {
-        return Ok(Samples { per_op_ns: Vec::new(), ops_per_round: 0, pool_work: None });
-    }
-    let mut step = 0usize;
-    let mut churn = |allocator: &mut dyn Allocator| {
-        let (size, victim) = (sizes[step % CHURN_DRAWS], victims[step % CHURN_DRAWS]);
-        step += 1;
-        allocator.free(live[victim])?;
-        // The block is gone: if the allocation fails, nothing is left to free at `victim`.
-        match allocator.allocate(size) {
-            Ok(addr) => {
-                live[victim] = addr;
-                Ok(())
-            }
-            Err(err) => {
-                live.swap_remove(victim);
-                Err(err)
-            }
-        }
-    };
-    for _ in 0..config.churn_warmup_ops {
-        churn(allocator)?;
-    }
-    timed_rounds(allocator, config, churn)
-}
-
 #[cfg(test)]
 mod tests {
     use vrampool::{KIB, MIB};
 
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
     use super::*;
     use crate::bench::method::default_methods;
-    use crate::fake_driver::FakeDriver;
+    use crate::fake_driver::{FakeConfig, FakeDriver};
 
     fn quick() -> BenchConfig {
         BenchConfig {
@@ -230,7 +336,9 @@ mod tests {
 
     #[test]
     fn every_method_runs_every_pattern_and_gives_back_what_it_took() {
-        let fake = FakeDriver::standard();
+        // Every method of a pattern holds its memory at once: the pools' initial reservations need more
+        // than the standard fake device's 1 GiB.
+        let fake = FakeDriver::new(FakeConfig { capacity: 4 << 30, ..FakeConfig::default() });
         let device = BenchDevice::with_driver(fake.clone(), "fake".into()).unwrap();
         let methods = default_methods();
         let report = run(&device, &methods, &quick());
@@ -286,19 +394,19 @@ mod tests {
 
     #[test]
     fn one_stalled_operation_does_not_make_every_round_short() {
-        let config = BenchConfig { round_target: Duration::from_millis(2), ..quick() };
         let mut allocator = StallsOnce { calls: 0 };
-        let samples = timed_rounds(&mut allocator, &config, |a| a.allocate(1).map(drop)).unwrap();
+        let mut pairs = Workload::Pair { size: 1 };
+        let ops = ops_per_round(&mut allocator, &mut pairs, Duration::from_millis(2)).unwrap();
         // Estimated from the stalled batch of 8 alone, a round would have been about 80 operations.
-        assert!(samples.ops_per_round > 800, "{}", samples.ops_per_round);
-        assert_eq!(samples.pool_work, None, "not a pool");
+        assert!(ops > 800, "{ops}");
     }
 
-    /// Counts operations; reads them when the runner asks for its work, which it does once warm-up is over.
+    /// Counts operations; notes the count when the runner first asks for its work, which it does once
+    /// warm-up is over.
     #[derive(Default)]
     struct CountsWarmUp {
         ops: u64,
-        at_first_reading: std::cell::Cell<Option<u64>>,
+        at_first_reading: Rc<Cell<Option<u64>>>,
     }
 
     impl Allocator for CountsWarmUp {
@@ -323,12 +431,53 @@ mod tests {
     #[test]
     fn pairs_and_churn_each_warm_up_for_their_own_count() {
         let config = quick();
-        let mut pairs = CountsWarmUp::default();
-        measure_pairs(&mut pairs, 4 * KIB, &config).unwrap();
-        assert_eq!(pairs.at_first_reading.get(), Some(2 * config.warmup_ops as u64));
-        let mut churn = CountsWarmUp::default();
-        measure_churn(&mut churn, &mut Vec::new(), 40, 256, MIB, &config).unwrap();
-        assert_eq!(churn.at_first_reading.get(), Some(40 + 2 * config.churn_warmup_ops as u64));
+        let pairs = CountsWarmUp::default();
+        let seen = pairs.at_first_reading.clone();
+        Measurement::prepare(Box::new(pairs), &Pattern::Pair { size: 4 * KIB }, &config).unwrap().finish();
+        assert_eq!(seen.get(), Some(2 * config.warmup_ops as u64));
+        let churn = CountsWarmUp::default();
+        let seen = churn.at_first_reading.clone();
+        let pattern = Pattern::Churn { live: 40, min_size: 256, max_size: MIB };
+        Measurement::prepare(Box::new(churn), &pattern, &config).unwrap().finish();
+        assert_eq!(seen.get(), Some(40 + 2 * config.churn_warmup_ops as u64));
+    }
+
+    /// Writes its name in a shared log at every allocation.
+    struct Logs {
+        name: usize,
+        log: Rc<RefCell<Vec<usize>>>,
+    }
+
+    impl Allocator for Logs {
+        fn allocate(&mut self, _size: u64) -> Result<u64, CudaError> {
+            self.log.borrow_mut().push(self.name);
+            Ok(1)
+        }
+
+        fn free(&mut self, _addr: u64) -> Result<(), CudaError> {
+            Ok(())
+        }
+    }
+
+    /// The methods of one pattern take turns round by round, so that they are timed over the same
+    /// stretch; each still gets its own rounds.
+    #[test]
+    fn the_methods_rounds_take_turns() {
+        let fake = FakeDriver::standard();
+        let device = BenchDevice::with_driver(fake, "fake".into()).unwrap();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let methods: Vec<Method> = (0..2)
+            .map(|name| {
+                let log = log.clone();
+                Method::new(format!("m{name}"), move |_, _| Ok(Box::new(Logs { name, log: log.clone() }) as _))
+            })
+            .collect();
+        let config = BenchConfig { patterns: vec![Pattern::Pair { size: 4 * KIB }], ..quick() };
+        let report = run(&device, &methods, &config);
+        assert!(report.cells.iter().all(|c| c.rounds >= config.min_rounds), "{:?}", report.cells);
+        let log = log.borrow();
+        let turns = log.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(turns >= 2 * config.min_rounds - 1, "{turns} turns: the methods ran one after the other");
     }
 
     #[test]
