@@ -10,7 +10,8 @@
 // place (one op = one free plus one allocation). Each pattern runs `rounds` rounds of `ops` operations after a
 // warm-up; the figure is the median over rounds of the mean nanoseconds per operation (p10 and p90 beside it).
 // The two allocators' rounds take turns (PyTorch first in even rounds, vrampool first in odd ones), so that both
-// are timed over the same stretch: this host's speed drifts within a run by more than the figures compared.
+// are timed over the same stretch: this host's speed drifts within a run by more than the figures compared
+// (`turns` false: all of PyTorch's rounds, then all of vrampool's, for comparing the two ways).
 // Every size and victim is drawn before timing, from a seeded generator, the same for both allocators.
 // run.py calls `run` once per pattern, each in a process of its own, so that both allocators meet every
 // pattern fresh (vrampool's default pool learns its size classes from its first requests).
@@ -90,10 +91,10 @@ Figure summarize(std::vector<double> per_round) {
   return {at(0.5), at(0.1), at(0.9)};
 }
 
-// Times `round` for each of two allocators in turn, `rounds` times, alternating which goes first; returns both
-// allocators' figures.
+// Times `rounds` rounds of `ops` operations on each of two allocators: in turns, alternating which goes first, or
+// (`turns` false) all of the first's rounds, then all of the second's. Returns both allocators' figures.
 template <typename First, typename Second>
-std::pair<Figure, Figure> take_turns(First& first, Second& second, int rounds, int ops) {
+std::pair<Figure, Figure> time_rounds(First& first, Second& second, int rounds, int ops, bool turns) {
   std::vector<double> a, b;
   a.reserve(rounds);
   b.reserve(rounds);
@@ -102,6 +103,11 @@ std::pair<Figure, Figure> take_turns(First& first, Second& second, int rounds, i
     run.round(ops);
     out.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / ops);
   };
+  if (!turns) {
+    for (int r = 0; r < rounds; r++) timed(first, a);
+    for (int r = 0; r < rounds; r++) timed(second, b);
+    return {summarize(std::move(a)), summarize(std::move(b))};
+  }
   for (int r = 0; r < rounds; r++) {
     if (r % 2 == 0) {
       timed(first, a);
@@ -200,7 +206,7 @@ py::dict row(const std::string& method, const std::string& pattern, size_t size,
 // Runs the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn), in that order, on both allocators;
 // returns one dict per (method, pattern).
 py::list run(const std::string& library, const std::vector<std::string>& patterns, int rounds, int ops,
-             int churn_ops, int warmup, uint64_t seed) {
+             int churn_ops, int warmup, uint64_t seed, bool turns) {
   if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
     throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
   }
@@ -238,7 +244,7 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
     Pairs<Vrampool> vrampool_pairs{vrampool, size};
     torch_pairs.round(warmup);
     vrampool_pairs.round(warmup);
-    auto [torch_figure, vrampool_figure] = take_turns(torch_pairs, vrampool_pairs, rounds, ops);
+    auto [torch_figure, vrampool_figure] = time_rounds(torch_pairs, vrampool_pairs, rounds, ops, turns);
     rows.append(row("pytorch", pattern, size, torch_figure, rounds, ops));
     rows.append(row("vrampool", pattern, size, vrampool_figure, rounds, ops));
   }
@@ -248,7 +254,7 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
     Churn<Vrampool> vrampool_churn(vrampool, plan);
     torch_churn.round(warmup);
     vrampool_churn.round(warmup);
-    auto [torch_figure, vrampool_figure] = take_turns(torch_churn, vrampool_churn, rounds, churn_ops);
+    auto [torch_figure, vrampool_figure] = time_rounds(torch_churn, vrampool_churn, rounds, churn_ops, turns);
     rows.append(row("pytorch", "churn", 0, torch_figure, rounds, churn_ops));
     rows.append(row("vrampool", "churn", 0, vrampool_figure, rounds, churn_ops));
   }
@@ -260,7 +266,7 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Allocation latency: PyTorch's CUDA caching allocator against vrampool's C ABI";
   m.def("run", &run, py::arg("library"), py::arg("patterns"), py::arg("rounds"), py::arg("ops"),
-        py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"),
+        py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"), py::arg("turns"),
         "Times the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn) on both allocators; one dict per "
         "(method, pattern)");
 }

@@ -88,7 +88,8 @@ def measure(args, library) -> dict:
     torch.empty(1, device="cuda")  # initialises CUDA and PyTorch's caching allocator
     extension = build_extension(args.verbose)
     patterns = args.patterns.split(",")
-    rows = extension.run(str(library), patterns, args.rounds, args.ops, args.churn_ops, args.warmup, args.seed)
+    rows = extension.run(str(library), patterns, args.rounds, args.ops, args.churn_ops, args.warmup, args.seed,
+                         not args.one_at_a_time)
     pool = vrampool.stats(0)
     return {
         "gpu": torch.cuda.get_device_name(0),
@@ -123,6 +124,9 @@ def main() -> None:
     parser.add_argument("--in-this-process", action="store_true",
                         help="run every pattern of --patterns in this process (what each child does) and print "
                              "its JSON only")
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="time all of PyTorch's rounds of a pattern, then all of vrampool's, instead of their "
+                             "rounds taking turns")
     parser.add_argument("--out", help="write the JSON here too")
     parser.add_argument("--verbose", action="store_true", help="show the extension's build")
     args = parser.parse_args()
@@ -148,6 +152,8 @@ def main() -> None:
         child = [sys.executable, __file__, "--in-this-process", "--patterns", pattern, "--lib", str(library),
                  "--rounds", str(args.rounds), "--ops", str(args.ops), "--churn-ops", str(args.churn_ops),
                  "--warmup", str(args.warmup), "--seed", str(args.seed)]
+        if args.one_at_a_time:
+            child.append("--one-at-a-time")
         if args.verbose:
             child.append("--verbose")
         done = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=False)
@@ -159,7 +165,8 @@ def main() -> None:
         else:
             result["rows"] += part["rows"]
             result["pools"] += part["pools"]
-    result.update({"rounds": args.rounds, "warmup": args.warmup, "seed": args.seed})
+    result.update({"rounds": args.rounds, "warmup": args.warmup, "seed": args.seed,
+                   "rounds_took_turns": not args.one_at_a_time})
     print(f"{result['gpu']}, PyTorch {result['torch']}; vrampool `{result['vrampool_config']}`")
     print(f"{'pattern':<12} {'pytorch ns':>12} {'vrampool ns':>12} {'ratio':>7}   (median per op; p10-p90)")
     by_pattern: dict[str, dict[str, dict]] = {}

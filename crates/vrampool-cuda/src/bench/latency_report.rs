@@ -140,6 +140,10 @@ pub struct LatencyReport {
     pub granularity: Option<u64>,
     /// Measuring time per cell, in milliseconds.
     pub budget_per_cell_ms: u64,
+    /// Whether the methods' rounds of each pattern took turns (else each cell was timed to the end before
+    /// the next; reports written before the rounds took turns read as such).
+    #[serde(default)]
+    pub rounds_took_turns: bool,
     /// The methods, in row order.
     pub methods: Vec<String>,
     /// The patterns, in column order.
@@ -170,12 +174,13 @@ impl LatencyReport {
     /// operation of those cells.
     pub fn to_markdown(&self) -> String {
         let mut out = format!(
-            "Allocation latency on {} (device {}, {} bytes{}), median per operation, {} ms measured per cell\n\n",
+            "Allocation latency on {} (device {}, {} bytes{}), median per operation, {} ms measured per cell, {}\n\n",
             self.device,
             self.ordinal,
             self.total_memory,
             self.granularity.map(|g| format!(", granularity {g}")).unwrap_or_default(),
             self.budget_per_cell_ms,
+            if self.rounds_took_turns { "the methods' rounds taking turns" } else { "one cell at a time" },
         );
         out.push_str("| method |");
         for pattern in &self.patterns {
@@ -325,6 +330,7 @@ mod tests {
             total_memory: 1,
             granularity: None,
             budget_per_cell_ms: 1,
+            rounds_took_turns: true,
             methods: vec![busy.method.clone(), idle.method.clone()],
             patterns: vec![busy.pattern.clone()],
             cells: vec![busy, idle],

@@ -41,6 +41,9 @@ pub struct BenchConfig {
     pub churn_warmup_ops: usize,
     /// The seed of the churn pattern's sizes and choices. Default: 42.
     pub seed: u64,
+    /// Whether the methods' rounds of one pattern take turns (the default); `false` times each cell to the
+    /// end before the next starts, as the bench did before, for comparing the two ways on one host.
+    pub take_turns: bool,
 }
 
 impl Default for BenchConfig {
@@ -54,6 +57,7 @@ impl Default for BenchConfig {
             warmup_ops: 2000,
             churn_warmup_ops: 20_000,
             seed: 42,
+            take_turns: true,
         }
     }
 }
@@ -256,32 +260,41 @@ fn ops_per_round(allocator: &mut dyn Allocator, workload: &mut Workload, target:
 }
 
 /// Runs every method on every pattern of `config` on `device` and reports the median nanoseconds per
-/// operation. For each pattern the methods' rounds take turns (see the module's note). A cell that fails (a
+/// operation. For each pattern the methods' rounds take turns (see the module's note), unless
+/// [`BenchConfig::take_turns`] is off. A cell that fails (a
 /// method the device lacks, a request refused) is reported with its error; the others still run.
 pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> LatencyReport {
     let mut outcomes: Vec<Vec<Option<Result<Samples, CudaError>>>> =
         methods.iter().map(|_| config.patterns.iter().map(|_| None).collect()).collect();
+    // The methods whose rounds take turns: all of them, or each alone.
+    let groups: Vec<Vec<usize>> = if config.take_turns {
+        vec![(0..methods.len()).collect()]
+    } else {
+        (0..methods.len()).map(|m| vec![m]).collect()
+    };
     for (p, pattern) in config.patterns.iter().enumerate() {
-        let mut running: Vec<(usize, Measurement)> = Vec::new();
-        for (m, method) in methods.iter().enumerate() {
-            match Measurement::start(method, device, pattern, config) {
-                Ok(measurement) => running.push((m, measurement)),
-                Err(err) => outcomes[m][p] = Some(Err(err)),
-            }
-        }
-        while !running.is_empty() {
-            let mut still = Vec::with_capacity(running.len());
-            for (m, mut measurement) in running {
-                if measurement.is_done(config) {
-                    outcomes[m][p] = Some(Ok(measurement.finish()));
-                } else if let Err(err) = measurement.round() {
-                    measurement.abandon();
-                    outcomes[m][p] = Some(Err(err));
-                } else {
-                    still.push((m, measurement));
+        for group in &groups {
+            let mut running: Vec<(usize, Measurement)> = Vec::new();
+            for &m in group {
+                match Measurement::start(&methods[m], device, pattern, config) {
+                    Ok(measurement) => running.push((m, measurement)),
+                    Err(err) => outcomes[m][p] = Some(Err(err)),
                 }
             }
-            running = still;
+            while !running.is_empty() {
+                let mut still = Vec::with_capacity(running.len());
+                for (m, mut measurement) in running {
+                    if measurement.is_done(config) {
+                        outcomes[m][p] = Some(Ok(measurement.finish()));
+                    } else if let Err(err) = measurement.round() {
+                        measurement.abandon();
+                        outcomes[m][p] = Some(Err(err));
+                    } else {
+                        still.push((m, measurement));
+                    }
+                }
+                running = still;
+            }
         }
     }
     let mut cells = Vec::new();
@@ -300,6 +313,7 @@ pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> La
         total_memory: device.total_memory(),
         granularity: device.granularity(),
         budget_per_cell_ms: config.budget_per_cell.as_millis() as u64,
+        rounds_took_turns: config.take_turns,
         methods: methods.iter().map(|m| m.name.clone()).collect(),
         patterns: config.patterns.iter().map(Pattern::name).collect(),
         cells,
@@ -331,6 +345,7 @@ mod tests {
             warmup_ops: 10,
             churn_warmup_ops: 30,
             seed: 1,
+            take_turns: true,
         }
     }
 
@@ -361,7 +376,9 @@ mod tests {
             assert!(table.contains(&format!("| {name} |")), "{table}");
         }
         assert!(table.contains("churn 40 x 256 B..1 MiB"), "{table}");
+        assert!(table.contains("the methods' rounds taking turns"), "{table}");
         let parsed: LatencyReport = serde_json::from_str(&report.to_json()).unwrap();
+        assert!(parsed.rounds_took_turns);
         assert_eq!((&parsed.methods, &parsed.patterns, parsed.cells.len()), (&report.methods, &report.patterns, 24));
         for (read, written) in parsed.cells.iter().zip(&report.cells) {
             let (a, b) = (read.median_ns.unwrap(), written.median_ns.unwrap());
@@ -475,9 +492,12 @@ mod tests {
         let config = BenchConfig { patterns: vec![Pattern::Pair { size: 4 * KIB }], ..quick() };
         let report = run(&device, &methods, &config);
         assert!(report.cells.iter().all(|c| c.rounds >= config.min_rounds), "{:?}", report.cells);
-        let log = log.borrow();
-        let turns = log.windows(2).filter(|w| w[0] != w[1]).count();
+        let turns = log.borrow().windows(2).filter(|w| w[0] != w[1]).count();
         assert!(turns >= 2 * config.min_rounds - 1, "{turns} turns: the methods ran one after the other");
+        log.borrow_mut().clear();
+        run(&device, &methods, &BenchConfig { take_turns: false, ..config });
+        let log = log.borrow();
+        assert_eq!(log.windows(2).filter(|w| w[0] != w[1]).count(), 1, "one cell after the other when asked");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! backends, over the design's patterns, in one process. Prints a markdown table and writes JSON.
 //!
 //! ```text
-//! vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N]
+//! vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N] [--one-cell-at-a-time]
 //! ```
 //!
 //! `--json` defaults to `cuda-latency.json`; `--budget-ms` is the measuring time per cell (default 1000:
-//! about 35 s in all). Exits 1 with a message where no driver or device is present.
+//! about 35 s in all). The methods' timed rounds of one pattern take turns; `--one-cell-at-a-time` times
+//! each cell to the end before the next instead. Exits 1 with a message where no driver or device is
+//! present.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -18,10 +20,11 @@ struct Options {
     json: String,
     device: usize,
     budget_ms: u64,
+    take_turns: bool,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options { json: "cuda-latency.json".into(), device: 0, budget_ms: 1000 };
+    let mut options = Options { json: "cuda-latency.json".into(), device: 0, budget_ms: 1000, take_turns: true };
     let mut args = args.skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -35,8 +38,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
                 let text = value("--budget-ms")?;
                 options.budget_ms = text.parse().map_err(|_| format!("--budget-ms {text}: not a number"))?;
             }
+            "--one-cell-at-a-time" => options.take_turns = false,
             "-h" | "--help" => {
-                return Err("usage: vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N]".into());
+                return Err(
+                    "usage: vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N] [--one-cell-at-a-time]"
+                        .into(),
+                );
             }
             other => return Err(format!("unknown argument {other:?}; try --help")),
         }
@@ -59,14 +66,19 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let config = BenchConfig { budget_per_cell: Duration::from_millis(options.budget_ms), ..BenchConfig::default() };
+    let config = BenchConfig {
+        budget_per_cell: Duration::from_millis(options.budget_ms),
+        take_turns: options.take_turns,
+        ..BenchConfig::default()
+    };
     let methods = default_methods();
     eprintln!(
-        "measuring {} methods x {} patterns on {} ({} ms per cell)...",
+        "measuring {} methods x {} patterns on {} ({} ms per cell, {})...",
         methods.len(),
         config.patterns.len(),
         device.name(),
-        options.budget_ms
+        options.budget_ms,
+        if options.take_turns { "the methods' rounds taking turns" } else { "one cell at a time" }
     );
     let start = Instant::now();
     let report = run(&device, &methods, &config);
