@@ -454,3 +454,36 @@ fn aliasing_is_off_with_several_streams_or_when_configured_off() {
     assert_eq!((stats.chunks_aliased, stats.chunks_moved, stats.synchronizations), (0, 4, 1), "{stats:?}");
     pool.free(other.addr).unwrap();
 }
+
+/// A growth ahead of need whose stretch starts on mapped free chunks maps only the chunks that are not
+/// mapped (the device refuses to map a chunk twice), and counts only those.
+#[test]
+fn growth_ahead_over_mapped_free_chunks_maps_only_the_rest() {
+    let g = 2 * MIB;
+    let sim = Arc::new(SimDevice::default());
+    let config = DynamicConfig::default().initial_size(4 * g).growth_factor(2.0);
+    let pool = DynamicPool::new(sim.clone(), config).unwrap();
+    let a = pool.alloc(3 * g).unwrap();
+    let before = pool.stats();
+    let grown = pool.grow_ahead().unwrap();
+    assert!(grown > 0, "the stretch past the mapped free chunk is mapped");
+    let after = pool.stats();
+    assert_eq!(after.reserved_bytes.current, before.reserved_bytes.current + grown);
+    assert_eq!((after.growths, after.pre_expansions), (before.growths + 1, before.pre_expansions + 1));
+    assert_eq!(sim.counters().failed_calls, 0, "no chunk mapped twice");
+    assert_eq!(sim.used_bytes(), after.reserved_bytes.current);
+    // The free mapped memory now holds a block as large as all of it without growing.
+    let b = pool.alloc(after.reserved_bytes.current - 3 * g).unwrap();
+    assert_eq!(pool.stats().growths, after.growths, "{:?}", pool.stats());
+    for block in [a, b] {
+        pool.free(block.addr).unwrap();
+    }
+    pool.trim().unwrap();
+    assert_eq!((sim.used_bytes(), sim.counters().failed_calls), (0, 0));
+    // A step that fits in free mapped memory needs no growth.
+    let config = DynamicConfig::default().initial_size(8 * g).growth_factor(1.25);
+    let pool = DynamicPool::new(sim.clone(), config).unwrap();
+    assert_eq!(pool.grow_ahead().unwrap(), 0);
+    assert_eq!((pool.stats().reserved_bytes.current, pool.stats().growths), (8 * g, 0));
+    assert_eq!(sim.counters().failed_calls, 0);
+}

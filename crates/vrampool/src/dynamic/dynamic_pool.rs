@@ -610,35 +610,61 @@ impl DynamicPool {
         };
         match granularity {
             Some(g) => {
-                let Some(carved) = state.ranges.allocate(bytes, g) else { return Ok(0) };
-                // The stretch is a block while the device maps it, so nothing else lands on it. Chunks still
+                let DynamicState { ranges, space, .. } = &mut *state;
+                // Always virtual memory here: only it has a granularity.
+                let Space::Virtual(space) = space else { return Ok(0) };
+                let Some(carved) = ranges.allocate(bytes, g) else { return Ok(0) };
+                // The stretch is a block while the device maps it, so nothing else lands on it. Only its chunks
+                // not mapped yet are mapped (the device refuses a chunk mapped twice): a stretch that starts on
+                // free mapped chunks grows by the rest, a stretch wholly mapped needs no growth. Chunks still
                 // mapped at their old addresses after an alias cannot be mapped again yet: no growth now.
-                if let Space::Virtual(space) = &mut state.space {
-                    let missing = space.use_span(carved.offset, carved.size);
-                    if !space.retirements_touching(&missing).is_empty() {
-                        space.release_span(carved.offset, carved.size);
-                        state.ranges.free(carved.node, carved.tag);
-                        return Ok(0);
+                let missing = space.use_span(carved.offset, carved.size);
+                if missing.is_empty() || !space.retirements_touching(&missing).is_empty() {
+                    space.release_span(carved.offset, carved.size);
+                    ranges.free(carved.node, carved.tag);
+                    return Ok(0);
+                }
+                let runs: Vec<(Range<usize>, u64)> =
+                    missing.into_iter().map(|run| (run.clone(), space.chunk_addr(run.start))).collect();
+                let short = runs.iter().map(|(run, _)| run.len() as u64).sum::<u64>() * g;
+                state.pending += short;
+                drop(state);
+                let mut mapped = Vec::with_capacity(runs.len());
+                let mut failure = None;
+                for (run, addr) in runs {
+                    self.counters.count_call();
+                    match self.backend.map(addr, run.len() as u64 * g) {
+                        Ok(()) => mapped.push(run),
+                        Err(err) => {
+                            failure = Some(err);
+                            break;
+                        }
                     }
                 }
-                state.pending += bytes;
-                drop(state);
-                self.counters.count_call();
-                let mapped = self.backend.map(carved.offset, bytes);
                 let mut state = self.state.lock();
                 let state = &mut *state;
-                state.pending -= bytes;
+                state.pending -= short;
+                let mut added = 0;
                 if let Space::Virtual(space) = &mut state.space {
-                    if mapped.is_ok() {
-                        let first = ((carved.offset - space.base()) / g) as usize;
-                        space.set_mapped(first..first + (bytes / g) as usize, true);
+                    for run in mapped {
+                        added += run.len() as u64 * g;
+                        space.set_mapped(run, true);
+                    }
+                    if added > 0 {
                         space.count_growth();
-                        self.counters.add_reserved(bytes);
+                        self.counters.add_reserved(added);
                     }
                     space.release_span(carved.offset, carved.size);
                 }
                 state.ranges.free(carved.node, carved.tag);
-                mapped?;
+                if added > 0 {
+                    self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+                    self.counters.rare.pre_expansions.fetch_add(1, Ordering::Relaxed);
+                }
+                return match failure {
+                    Some(err) => Err(err),
+                    None => Ok(added),
+                };
             }
             None => {
                 state.pending += bytes;
