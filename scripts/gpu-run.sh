@@ -7,6 +7,9 @@
 #                                             bundled traces checked against the simulation, latency benches
 #                                             (CUDA backends against cuMemAlloc and CUDA's pool; CPU patterns;
 #                                             threads; PyTorch's caching allocator against the C ABI)
+#   scripts/gpu-run.sh timing-ways            both latency benches with each method timed to the end before the
+#                                             next (--one-cell-at-a-time, --one-at-a-time), to compare with the
+#                                             rounds taking turns that `checks` times, on the same host
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -85,6 +88,12 @@ checks)
         --out "$OUT/torch-latency-waste.json"
     pack
     ;;
+timing-ways)
+    phase cuda-latency-one-at-a-time "$B/vrampool-cuda-bench" --one-cell-at-a-time \
+        --json "$OUT/cuda-latency-one-at-a-time.json"
+    phase torch-latency-one-at-a-time python3 scripts/torch_latency/run.py --one-at-a-time \
+        --out "$OUT/torch-latency-one-at-a-time.json"
+    ;;
 e2e)
     workloads=${2:?workloads}
     modes=${3:-vrampool,vrampool-advised,pytorch,expandable,cudamallocasync,nocache}
@@ -112,7 +121,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac
