@@ -5,60 +5,40 @@
 //! vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N] [--one-cell-at-a-time]
 //! ```
 //!
-//! `--json` defaults to `cuda-latency.json`; `--budget-ms` is the measuring time per cell (default 1000:
-//! about 35 s in all). The methods' timed rounds of one pattern take turns; `--one-cell-at-a-time` times
-//! each cell to the end before the next instead. Exits 1 with a message where no driver or device is
-//! present.
+//! `--help` says what each option does and its default. Exits 1 with a message where no driver or device
+//! is present, 2 on a bad command line.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use vrampool_cuda::bench::{BenchConfig, BenchDevice, default_methods, run};
 
-/// The command line, parsed.
+/// Allocation latency on a GPU: `cuMemAlloc`, CUDA's own pool and the vrampool strategies on both CUDA
+/// backends, over the pair and churn patterns, in one process. Prints a markdown table (median ns per
+/// operation) and writes the figures as JSON.
+#[derive(Parser, Debug)]
+#[command(name = "vrampool-cuda-bench")]
 struct Options {
+    /// Where the JSON report is written.
+    #[arg(long, value_name = "PATH", default_value = "cuda-latency.json")]
     json: String,
+    /// The CUDA device's ordinal.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     device: usize,
+    /// Measuring time per cell (method and pattern), in milliseconds; 1000 takes about 35 s in all.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
     budget_ms: u64,
-    take_turns: bool,
-}
-
-fn parse(args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options { json: "cuda-latency.json".into(), device: 0, budget_ms: 1000, take_turns: true };
-    let mut args = args.skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match arg.as_str() {
-            "--json" => options.json = value("--json")?,
-            "--device" => {
-                let text = value("--device")?;
-                options.device = text.parse().map_err(|_| format!("--device {text}: not a device ordinal"))?;
-            }
-            "--budget-ms" => {
-                let text = value("--budget-ms")?;
-                options.budget_ms = text.parse().map_err(|_| format!("--budget-ms {text}: not a number"))?;
-            }
-            "--one-cell-at-a-time" => options.take_turns = false,
-            "-h" | "--help" => {
-                return Err(
-                    "usage: vrampool-cuda-bench [--json PATH] [--device N] [--budget-ms N] [--one-cell-at-a-time]"
-                        .into(),
-                );
-            }
-            other => return Err(format!("unknown argument {other:?}; try --help")),
-        }
-    }
-    Ok(options)
+    /// Time each cell to the end before the next, instead of the methods' rounds of one pattern taking
+    /// turns (taking turns keeps the host's drift out of the ratios, but slows CUDA's pool's churn more
+    /// than the pools'; docs/BENCHMARKS.md compares the two ways).
+    #[arg(long)]
+    one_cell_at_a_time: bool,
 }
 
 fn main() -> ExitCode {
-    let options = match parse(std::env::args()) {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = Options::parse();
+    let take_turns = !options.one_cell_at_a_time;
     let device = match BenchDevice::open(options.device) {
         Ok(device) => device,
         Err(err) => {
@@ -66,11 +46,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let config = BenchConfig {
-        budget_per_cell: Duration::from_millis(options.budget_ms),
-        take_turns: options.take_turns,
-        ..BenchConfig::default()
-    };
+    let config =
+        BenchConfig { budget_per_cell: Duration::from_millis(options.budget_ms), take_turns, ..BenchConfig::default() };
     let methods = default_methods();
     eprintln!(
         "measuring {} methods x {} patterns on {} ({} ms per cell, {})...",
@@ -78,7 +55,7 @@ fn main() -> ExitCode {
         config.patterns.len(),
         device.name(),
         options.budget_ms,
-        if options.take_turns { "the methods' rounds taking turns" } else { "one cell at a time" }
+        if take_turns { "the methods' rounds taking turns" } else { "one cell at a time" }
     );
     let start = Instant::now();
     let report = run(&device, &methods, &config);
@@ -90,4 +67,39 @@ fn main() -> ExitCode {
     }
     println!("JSON written to {}", options.json);
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_default_to_every_documented_value() {
+        let options = Options::try_parse_from(["vrampool-cuda-bench"]).unwrap();
+        assert_eq!(options.json, "cuda-latency.json");
+        assert_eq!(options.device, 0);
+        assert_eq!(options.budget_ms, 1000);
+        assert!(!options.one_cell_at_a_time);
+    }
+
+    #[test]
+    fn options_are_parsed_and_bad_ones_refused() {
+        let options = Options::try_parse_from([
+            "vrampool-cuda-bench",
+            "--json",
+            "out.json",
+            "--device",
+            "2",
+            "--budget-ms",
+            "500",
+            "--one-cell-at-a-time",
+        ])
+        .unwrap();
+        assert_eq!((options.json.as_str(), options.device, options.budget_ms), ("out.json", 2, 500));
+        assert!(options.one_cell_at_a_time);
+        for bad in [&["--device", "-1"][..], &["--budget-ms", "soon"], &["--colour"], &["--json"]] {
+            let args = std::iter::once("vrampool-cuda-bench").chain(bad.iter().copied());
+            assert!(Options::try_parse_from(args).is_err(), "{bad:?} accepted");
+        }
+    }
 }
