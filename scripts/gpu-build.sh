@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 B=.gpu
 mkdir -p "$B"
 cargo build --release -p vrampool-cli -p vrampool-capi
-cargo build --release -p vrampool-cuda --bins --examples
+cargo build --release -p vrampool-cuda --examples
 # The executable cargo builds for test or bench target $1 (of kind $2), from its JSON messages.
 executable() {
     local name=$1 kind=$2
