@@ -52,6 +52,7 @@ impl BackedPool {
     /// On a CUDA device, `stream` is 0 or a `CUstream` of the device's primary context that stays alive
     /// for as long as the pool (it is registered with the device on first sight). On other devices any
     /// number is a stream label.
+    #[inline]
     pub(crate) unsafe fn allocate(&self, size: u64, alignment: u64, stream: u64) -> Result<u64, CapiError> {
         if let Some(streams) = &self.streams {
             // SAFETY: the caller's contract is the one `ensure` asks for.
@@ -68,6 +69,7 @@ impl BackedPool {
     }
 
     /// Frees the allocation that starts at `addr`.
+    #[inline]
     pub(crate) fn free(&self, addr: u64) -> Result<(), CapiError> {
         Ok(self.pool.free(addr)?)
     }
