@@ -15,7 +15,7 @@ use crossbeam_utils::CachePadded;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 
 /// Blocks a slot's list names at most.
 pub(crate) const HOT_BLOCKS: usize = 8;
@@ -153,12 +153,7 @@ impl HotLists {
 
     /// The lists that have ever named a block, but those of the slots in `skip` (a bit per slot).
     fn used_lists(&self, skip: u64) -> impl Iterator<Item = &HotList> + '_ {
-        let mut slots = self.used.load(Ordering::Acquire) & !skip;
-        std::iter::from_fn(move || {
-            let slot = (slots != 0).then(|| slots.trailing_zeros() as usize)?;
-            slots &= slots - 1;
-            Some(&*self.lists[slot])
-        })
+        slots_in(self.used.load(Ordering::Acquire) & !skip).map(|slot| &*self.lists[slot])
     }
 
     /// Every entry of every list (any may be stale).

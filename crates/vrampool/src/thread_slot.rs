@@ -72,6 +72,16 @@ impl ThreadSlot {
     }
 }
 
+/// The slots whose bits are set in `mask` (a bit per slot), lowest first.
+pub(crate) fn slots_in(mask: u64) -> impl Iterator<Item = usize> {
+    let mut rest = mask;
+    std::iter::from_fn(move || {
+        let slot = (rest != 0).then(|| rest.trailing_zeros() as usize)?;
+        rest &= rest - 1;
+        Some(slot)
+    })
+}
+
 /// The calling thread's slot.
 #[inline]
 pub(crate) fn current() -> ThreadSlot {
@@ -84,6 +94,13 @@ pub(crate) fn current() -> ThreadSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_in_a_mask_come_lowest_first() {
+        assert_eq!(slots_in(0).count(), 0);
+        assert_eq!(slots_in(0b1010_0001).collect::<Vec<_>>(), [0, 5, 7]);
+        assert_eq!(slots_in(1 << SHARED_SLOT).collect::<Vec<_>>(), [SHARED_SLOT]);
+    }
 
     #[test]
     fn threads_hold_distinct_slots_and_give_them_back() {

@@ -18,7 +18,7 @@ use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::hot_list::HotLists;
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 
 /// The blocks of one size class.
 #[derive(Debug)]
@@ -81,10 +81,7 @@ impl ClassCache {
 
     #[cold]
     fn steal(&self, slot: usize) -> Option<u32> {
-        let mut candidates = self.cached_slots.load(Ordering::Acquire) & !(1 << slot);
-        while candidates != 0 {
-            let other = candidates.trailing_zeros() as usize;
-            candidates &= candidates - 1;
+        for other in slots_in(self.cached_slots.load(Ordering::Acquire) & !(1 << slot)) {
             if let Some(index) = self.cached[other].pop(&self.states) {
                 return Some(index);
             }
@@ -172,10 +169,8 @@ impl ClassCache {
         // Only the stacks whose bit is set: a drain that read all 64 stacks of every class took a cache
         // miss per stack, most of them empty. A block pushed after the mask is read stays cached, as it
         // would if pushed after its stack was read.
-        let mut slots = self.cached_slots.load(Ordering::Acquire);
-        while slots != 0 {
-            let stack = &self.cached[slots.trailing_zeros() as usize];
-            slots &= slots - 1;
+        for slot in slots_in(self.cached_slots.load(Ordering::Acquire)) {
+            let stack = &self.cached[slot];
             while let Some(index) = stack.pop(&self.states) {
                 self.empty_out(index, self.states.free_tag(index), out);
             }
@@ -198,8 +193,7 @@ impl ClassCache {
     /// Whether no block is cached (racy). A stale entry of a hot list does not count: the region would
     /// drain the core for nothing.
     pub(crate) fn nothing_cached(&self) -> bool {
-        let slots = self.cached_slots.load(Ordering::Acquire);
-        (0..ALL_SLOTS).filter(|s| slots & (1 << s) != 0).all(|s| self.cached[s].is_empty())
+        slots_in(self.cached_slots.load(Ordering::Acquire)).all(|s| self.cached[s].is_empty())
             && !self.hot.entries().any(|index| self.states.is_cached(index))
     }
 }

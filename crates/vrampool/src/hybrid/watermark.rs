@@ -16,7 +16,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::dynamic::DynamicPool;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 
 /// Core operations per slot between two checks of the watermark.
 pub(crate) const CHECK_INTERVAL: u32 = 8;
@@ -129,12 +129,8 @@ impl Watermark {
 
     #[cold]
     fn check(&self, total_blocks: u64) {
-        let mut used = self.used_slots.load(Ordering::Acquire);
-        let mut live = 0i64;
-        while used != 0 {
-            live += self.slots[used.trailing_zeros() as usize].live.load(Ordering::Relaxed);
-            used &= used - 1;
-        }
+        let live: i64 =
+            slots_in(self.used_slots.load(Ordering::Acquire)).map(|s| self.slots[s].live.load(Ordering::Relaxed)).sum();
         let share = live.max(0) as f64 / total_blocks.max(1) as f64;
         if share > self.threshold {
             if self.armed.swap(false, Ordering::AcqRel) {
