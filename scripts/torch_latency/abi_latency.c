@@ -9,8 +9,9 @@
  * fixed seed); after 5000 untimed steps, ROUNDS rounds of OPS steps, each step a free of a block chosen at
  * random and an allocation in its place. pair: OPS allocate+free pairs of SIZE bytes per round, after 5000
  * untimed. Prints the median, p10 and p90 of the rounds' nanoseconds per operation, then the pool's
- * allocations, region requests ("fallbacks"), growths, moved chunks and peak reserved bytes. Every block is freed at the end; the
- * program exits 1 if an allocation fails or the pool still holds a live block.
+ * allocations, region requests ("fallbacks"), growths, moved chunks, and peak reserved and allocated bytes.
+ * Every block is freed at the end; the program exits 1 if an allocation fails or the pool still holds a live
+ * block.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -180,9 +181,10 @@ int main(int argc, char **argv) {
     }
     long long active = json_number(json, "active_allocations");
     printf("pool: %lld allocations, %lld in the region, %lld growths, %lld chunks moved, %lld MiB reserved at the "
-           "peak, %lld live at the end\n",
+           "peak (%lld MiB allocated at the peak), %lld live at the end\n",
            json_number(json, "allocations"), json_number(json, "fallbacks"), json_number(json, "growths"),
-           json_number(json, "chunks_moved"), json_peak(json, "reserved_bytes") >> 20, active);
+           json_number(json, "chunks_moved"), json_peak(json, "reserved_bytes") >> 20,
+           json_peak(json, "allocated_bytes") >> 20, active);
     string_free(json);
     free(per_op);
     free(sizes);

@@ -67,6 +67,7 @@ fn the_latency_program_runs_both_patterns_through_the_entry_points_and_leaves_no
     assert!(out.contains("churn: median ") && out.contains("over 3 rounds of 50"), "{out}");
     // 1000 blocks, 5000 untimed steps and 150 timed ones: one allocation each.
     assert!(out.contains("pool: 6150 allocations, ") && out.ends_with(", 0 live at the end\n"), "{out}");
+    assert!(out.contains(" MiB reserved at the peak (") && out.contains(" MiB allocated at the peak)"), "{out}");
 
     assert!(pair.status.success(), "{}", text(&pair));
     let out = String::from_utf8_lossy(&pair.stdout);
