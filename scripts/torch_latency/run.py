@@ -14,7 +14,7 @@ memory). Each pattern runs in a process of its own, the two allocators' timed ro
 timed over the same stretch of the host's time), so that each meets the pattern fresh
 (vrampool's default pool learns its size classes from its first requests; one process for all patterns would
 teach it the first pattern only). Figures: median over rounds of the mean per round. Prints a table, and writes
-JSON to --out. After the times, each pattern's peak reserved bytes under both allocators.
+JSON to --out. After the times, each pattern's peak reserved (and allocated) bytes under both allocators.
 
     cargo build --release -p vrampool-capi
     python3 scripts/torch_latency/run.py --out latency.json
@@ -102,10 +102,14 @@ def measure(args, library) -> dict:
             "fallback_reasons": pool["stats"].get("fallback_reasons", {}),
             "growths": pool["stats"]["growths"],
             "chunks_moved": pool["stats"].get("chunks_moved", 0),
+            "chunks_aliased": pool["stats"].get("chunks_aliased", 0),
+            "event_waits": pool["stats"].get("event_waits", 0),
             "reserved_bytes_peak": pool["stats"]["reserved_bytes"]["peak"],
+            "allocated_bytes_peak": pool["stats"]["allocated_bytes"]["peak"],
             # PyTorch's caching allocator in the same process, over the same pattern (its 512-byte first
             # tensor included).
             "pytorch_reserved_bytes_peak": torch.cuda.max_memory_reserved(0),
+            "pytorch_allocated_bytes_peak": torch.cuda.max_memory_allocated(0),
         }],
         "rows": rows,
     }
@@ -183,10 +187,12 @@ def main() -> None:
             f"   ({torch_row['ns_per_op_p10']:.0f}-{torch_row['ns_per_op_p90']:.0f} /"
             f" {pool_row['ns_per_op_p10']:.0f}-{pool_row['ns_per_op_p90']:.0f})"
         )
-    print(f"{'pattern':<12} {'pytorch MiB':>12} {'vrampool MiB':>12}   (peak reserved)")
+    print(f"{'pattern':<12} {'pytorch MiB':>12} {'vrampool MiB':>12}   (peak reserved; peak allocated)")
+    mib = lambda pool, key: pool[key] / 2**20
     for pool in result["pools"]:
-        print(f"{','.join(pool['patterns']):<12} {pool['pytorch_reserved_bytes_peak'] / 2**20:>12.0f}"
-              f" {pool['reserved_bytes_peak'] / 2**20:>12.0f}")
+        print(f"{','.join(pool['patterns']):<12} {mib(pool, 'pytorch_reserved_bytes_peak'):>12.0f}"
+              f" {mib(pool, 'reserved_bytes_peak'):>12.0f}   ({mib(pool, 'pytorch_allocated_bytes_peak'):.0f};"
+              f" {mib(pool, 'allocated_bytes_peak'):.0f})")
     text = json.dumps(result, indent=2)
     if args.out:
         pathlib.Path(args.out).write_text(text + "\n", encoding="utf-8")
