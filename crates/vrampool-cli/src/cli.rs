@@ -17,7 +17,8 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// A table per trace: each strategy at its best configuration, beside PyTorch's recorded figures.
+    /// A table per trace: each strategy at its best configuration, beside PyTorch's recorded figures (where
+    /// the trace has them: a PyTorch snapshot's segment events).
     Compare(CompareArgs),
     /// One strategy on one trace.
     Replay(ReplayArgs),

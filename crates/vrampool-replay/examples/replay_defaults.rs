@@ -18,14 +18,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for path in paths {
         let trace = vrampool_trace::read_trace(&path, &Default::default())?;
         let plan = ReplayPlan::from_trace(&trace);
-        let pytorch = ComparisonRow::pytorch(&trace);
-        println!(
-            "{}: {} events, pytorch utilization {:.3} ({} MiB reserved)",
-            trace.name,
-            trace.events.len(),
-            pytorch.utilization.unwrap_or(0.0),
-            pytorch.peak_reserved_bytes >> 20
+        let pytorch = ComparisonRow::pytorch(&trace).map_or_else(
+            || "no PyTorch figures".into(),
+            |p| {
+                format!(
+                    "pytorch utilization {:.3} ({} MiB reserved)",
+                    p.utilization.unwrap_or(0.0),
+                    p.peak_reserved_bytes >> 20
+                )
+            },
         );
+        println!("{}: {} events, {pytorch}", trace.name, trace.events.len());
         for strategy in Strategy::ALL {
             let spec = PoolSpec { strategy, ..PoolSpec::default() };
             let started = Instant::now();

@@ -60,8 +60,19 @@ impl From<&ReplayResult> for ComparisonRow {
 }
 
 impl ComparisonRow {
-    /// PyTorch's own figures on the trace it recorded, from its `segment_*` events.
-    pub fn pytorch(trace: &Trace) -> Self {
+    /// PyTorch's own figures on the trace it recorded, from its `segment_*` events; `None` where the trace
+    /// records none (an RMM or vrampool CSV log, or a snapshot without its segment history): it then holds no
+    /// figures of PyTorch's to compare with, rather than PyTorch reserving nothing.
+    pub fn pytorch(trace: &Trace) -> Option<Self> {
+        let recorded = trace.events.iter().any(|e| {
+            matches!(
+                e.kind,
+                EventKind::SegmentAlloc | EventKind::SegmentFree | EventKind::SegmentMap | EventKind::SegmentUnmap
+            )
+        });
+        if !recorded {
+            return None;
+        }
         let baseline = PytorchBaseline::of(trace);
         let cost = CostModel::default();
         let (mut calls, mut driver_ns, mut ooms) = (0u64, 0u64, 0u64);
@@ -87,7 +98,7 @@ impl ComparisonRow {
                 _ => {}
             }
         }
-        ComparisonRow {
+        Some(ComparisonRow {
             trace: trace.name.clone(),
             strategy: "pytorch".into(),
             config: None,
@@ -100,6 +111,30 @@ impl ComparisonRow {
             backend_calls: Some(calls),
             driver_time_us: Some(driver_ns as f64 / 1000.0),
             replay_ns_per_event: None,
-        }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool_trace::Event;
+
+    use super::*;
+
+    fn trace(events: Vec<Event>) -> Trace {
+        Trace { name: "t".into(), events, ..Trace::default() }
+    }
+
+    #[test]
+    fn pytorch_figures_come_from_segment_events_and_only_from_them() {
+        let allocations =
+            vec![Event::new(0, EventKind::Alloc, 0x1000, 4096, 0), Event::new(1, EventKind::Free, 0x1000, 4096, 0)];
+        assert_eq!(ComparisonRow::pytorch(&trace(allocations.clone())), None, "a log without segment events");
+        let mut recorded = vec![Event::new(0, EventKind::SegmentAlloc, 0x1000, 2 << 20, 0)];
+        recorded.extend(allocations);
+        let row = ComparisonRow::pytorch(&trace(recorded)).expect("PyTorch's segment was recorded");
+        assert_eq!((row.strategy.as_str(), row.config.as_deref()), ("pytorch", None));
+        assert_eq!(row.peak_reserved_bytes, 2 << 20);
+        assert_eq!(row.backend_calls, Some(1));
     }
 }

@@ -19,7 +19,8 @@ struct AdviceOutput {
     reason: String,
     objective: Objective,
     strategies: Vec<ComparisonRow>,
-    pytorch: ComparisonRow,
+    /// PyTorch's recorded figures; null where the trace records none.
+    pytorch: Option<ComparisonRow>,
 }
 
 /// Runs the sweep and prints the recommendation.
@@ -61,11 +62,11 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     println!(
         "predicted:   peak reserved {} (PyTorch recorded {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
         mib(best.peak_reserved_bytes),
-        mib(pytorch.peak_reserved_bytes),
+        or_dash(pytorch.as_ref().map(|p| mib(p.peak_reserved_bytes))),
         best.utilization,
-        or_dash(pytorch.utilization.map(|u| format!("{u:.3}"))),
+        or_dash(pytorch.as_ref().and_then(|p| p.utilization).map(|u| format!("{u:.3}"))),
         best.driver_time_us / 1000.0,
-        or_dash(pytorch.driver_time_us.map(|us| format!("{:.1}", us / 1000.0))),
+        or_dash(pytorch.as_ref().and_then(|p| p.driver_time_us).map(|us| format!("{:.1}", us / 1000.0))),
     );
     println!("why:         {}.", advice.reason);
     println!(

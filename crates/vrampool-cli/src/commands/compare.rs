@@ -20,7 +20,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let mut trace_rows: Vec<ComparisonRow> =
             advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
-        trace_rows.push(ComparisonRow::pytorch(&trace));
+        trace_rows.extend(ComparisonRow::pytorch(&trace));
         if !args.json {
             let title = format!("{}{}", trace.name, super::lag_note(&args.options));
             println!("{}", render(&title, &trace_rows, &advice));
@@ -54,11 +54,53 @@ pub fn render(name: &str, rows: &[ComparisonRow], advice: &Advice) -> String {
         table.row(cells);
     }
     let events = rows.first().map_or(0, |r| r.events);
+    let no_pytorch = if rows.iter().any(|r| r.config.is_none()) {
+        ""
+    } else {
+        "pytorch: no figures of its own in this trace (no segment events recorded)\n"
+    };
     format!(
-        "{name} ({events} events)\n{}\nadvice: {} with `{}`: {}.\n",
+        "{name} ({events} events)\n{}\n{no_pytorch}advice: {} with `{}`: {}.\n",
         table.render(),
         advice.recommended.name(),
         advice.config,
         advice.reason
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool_replay::ReplayOptions;
+    use vrampool_trace::{Event, EventKind, Trace};
+
+    use super::*;
+
+    /// The table of a trace, with or without a PyTorch segment recorded before its allocations.
+    fn table(segment: bool) -> String {
+        let mut events = Vec::new();
+        if segment {
+            events.push(Event::new(0, EventKind::SegmentAlloc, 0x10_0000, 64 << 20, 0));
+        }
+        for i in 0..20u64 {
+            let addr = 0x10_0000 + (i % 4) * (4 << 20);
+            events.push(Event::new(2 * i as i64 + 1, EventKind::Alloc, addr, (1 + i % 3) << 20, 0));
+            events.push(Event::new(2 * i as i64 + 2, EventKind::Free, addr, (1 + i % 3) << 20, 0));
+        }
+        let trace = Trace { name: "t".into(), events, ..Trace::default() };
+        let plan = ReplayPlan::from_trace(&trace);
+        let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
+        let mut rows: Vec<ComparisonRow> = advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
+        rows.extend(ComparisonRow::pytorch(&trace));
+        render("t", &rows, &advice)
+    }
+
+    #[test]
+    fn pytorch_has_a_row_only_where_the_trace_recorded_its_segments() {
+        let with = table(true);
+        assert!(with.lines().any(|l| l.starts_with("pytorch ") && l.contains("64 MiB")), "{with}");
+        assert!(!with.contains("no figures of its own"), "{with}");
+        let without = table(false);
+        assert!(!without.lines().any(|l| l.starts_with("pytorch ")), "{without}");
+        assert!(without.contains("pytorch: no figures of its own in this trace (no segment events recorded)"));
+    }
 }

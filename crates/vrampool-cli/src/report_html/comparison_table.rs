@@ -5,11 +5,11 @@ use vrampool_replay::{Advice, ComparisonRow};
 use super::escape::{config_html, escape};
 use crate::comparison_columns::{COLUMNS, config_cell, figure_cells};
 
-/// The table: each strategy's best configuration, then PyTorch's recorded figures; the recommended row
-/// is marked.
-pub fn comparison_table(advice: &Advice, pytorch: &ComparisonRow) -> String {
+/// The table: each strategy's best configuration, then PyTorch's recorded figures where the trace has them;
+/// the recommended row is marked.
+pub fn comparison_table(advice: &Advice, pytorch: Option<&ComparisonRow>) -> String {
     let rows: Vec<ComparisonRow> =
-        advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).chain([pytorch.clone()]).collect();
+        advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).chain(pytorch.cloned()).collect();
     let mut html = String::from("<table class=\"comparison\">\n<thead><tr>");
     for column in COLUMNS {
         html.push_str(&format!("<th>{}</th>", escape(column)));
@@ -100,7 +100,7 @@ mod tests {
             driver_time_us: Some(2200.0),
             replay_ns_per_event: None,
         };
-        let html = comparison_table(&advice(), &pytorch);
+        let html = comparison_table(&advice(), Some(&pytorch));
         assert_eq!(html.matches("<th>").count(), 10);
         assert_eq!(html.matches("<tr class=").count(), 4);
         assert!(html.contains("<tr class=\"s-dynamic recommended\">"), "{html}");

@@ -33,8 +33,8 @@ pub struct TraceReport {
     pub trace: Trace,
     /// The sweep's results and recommendation.
     pub advice: Advice,
-    /// PyTorch's recorded figures.
-    pub pytorch: ComparisonRow,
+    /// PyTorch's recorded figures; `None` where the trace records none ([`ComparisonRow::pytorch`]).
+    pub pytorch: Option<ComparisonRow>,
 }
 
 /// The report page of `reports`, one section each, replayed on a simulated GPU `gpu_lag_ms` milliseconds

@@ -52,7 +52,7 @@ pub fn page(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
                  <strong>{strategy}</strong></span>, utilization {:.3} (PyTorch {})</li>\n",
                 escape(&report.trace.name),
                 best.utilization,
-                report.pytorch.utilization.map_or_else(|| "-".into(), |u| format!("{u:.3}")),
+                pytorch_utilization(report),
                 strategy = escape(best.strategy.name()),
             ));
         }
@@ -94,18 +94,22 @@ fn trace_section(index: usize, report: &TraceReport) -> String {
     }
     html.push_str(&format!("<p class=\"meta\">{}.</p>\n", escape(&meta)));
     html.push_str(&advice_box(&report.advice));
-    html.push_str(&comparison_table(&report.advice, &report.pytorch));
+    html.push_str(&comparison_table(&report.advice, report.pytorch.as_ref()));
 
     html.push_str("<h3>Memory over time</h3>\n");
     let replay_step = plan.operations.len().div_ceil(PYTORCH_POINTS).max(1);
     let pytorch_step = trace.events.len().div_ceil(PYTORCH_POINTS).max(1);
+    let pytorch_note = if report.pytorch.is_some() {
+        format!("PyTorch's own figures from its recorded events every {} events", grouped(pytorch_step as u64))
+    } else {
+        "no figures of PyTorch's (the trace records no segment events)".to_string()
+    };
     html.push_str(&format!(
         "<p class=\"note\">Live bytes (requested by blocks not yet freed) and reserved bytes (held from the device) \
-         along the trace's events: a replay sampled every {} allocations and frees, PyTorch's own figures from its \
-         recorded events every {} events. Each panel has its own scale; the dashed lines are the run's peaks, as in \
-         the table (a peak shorter than the sampling step shows only there).</p>\n",
+         along the trace's events: a replay sampled every {} allocations and frees, {pytorch_note}. Each panel has its \
+         own scale; the dashed lines are the run's peaks, as in the table (a peak shorter than the sampling step \
+         shows only there).</p>\n",
         grouped(replay_step as u64),
-        grouped(pytorch_step as u64)
     ));
     html.push_str("<div class=\"panels\">\n");
     for panel in memory_panels(report, &plan) {
@@ -185,13 +189,13 @@ fn memory_panels(report: &TraceReport, plan: &ReplayPlan) -> Vec<MemoryPanel> {
             events,
         })
         .collect();
+    if report.pytorch.is_none() {
+        return panels;
+    }
     let pytorch = PytorchTimeline::of(&report.trace, PYTORCH_POINTS);
     panels.push(MemoryPanel {
         allocator: "pytorch".into(),
-        note: format!(
-            "recorded, utilization {}",
-            report.pytorch.utilization.map_or_else(|| "-".into(), |u| format!("{u:.3}"))
-        ),
+        note: format!("recorded, utilization {}", pytorch_utilization(report)),
         points: pytorch
             .samples
             .iter()
@@ -202,6 +206,11 @@ fn memory_panels(report: &TraceReport, plan: &ReplayPlan) -> Vec<MemoryPanel> {
         events,
     });
     panels
+}
+
+/// PyTorch's recorded utilization on the trace of `report`, or `-` where it has none.
+fn pytorch_utilization(report: &TraceReport) -> String {
+    report.pytorch.as_ref().and_then(|p| p.utilization).map_or_else(|| "-".into(), |u| format!("{u:.3}"))
 }
 
 /// What the measures mean.
@@ -322,6 +331,21 @@ mod tests {
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let pytorch = ComparisonRow::pytorch(&trace);
         TraceReport { trace, advice, pytorch }
+    }
+
+    /// A trace without segment events (a CSV log) has no figures of PyTorch's: no PyTorch row, panel or
+    /// utilization, and the page says so.
+    #[test]
+    fn a_trace_without_pytorch_figures_shows_none() {
+        let mut report = report();
+        report.trace.events.retain(|e| e.kind != EventKind::SegmentAlloc);
+        report.pytorch = ComparisonRow::pytorch(&report.trace);
+        assert!(report.pytorch.is_none());
+        let html = page(std::slice::from_ref(&report), 0.0);
+        assert_eq!(html.matches("<svg").count(), 7, "three memory panels, the histogram, three diagrams");
+        assert!(html.contains("no figures of PyTorch's (the trace records no segment events)"));
+        assert!(html.contains("(PyTorch -)"), "no utilization of PyTorch's in the contents");
+        assert!(!html.contains("<tr class=\"s-pytorch"), "no PyTorch row in the table");
     }
 
     #[test]
