@@ -7,9 +7,9 @@ use serde::Serialize;
 use vrampool::{PoolSpec, Strategy, human_bytes};
 
 use crate::candidates::candidates;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::replay::{ReplayOptions, replay};
-use crate::replay_plan::ReplayPlan;
+use crate::replay_plan::{Operation, ReplayPlan};
 use crate::replay_result::ReplayResult;
 use crate::size_profile::SizeProfile;
 
@@ -84,13 +84,18 @@ impl Advice {
 /// Replays every candidate configuration of `strategies` on `plan`, in parallel on the machine's cores,
 /// and recommends the best by [`Objective`]. The best configuration of each strategy is replayed once more
 /// alone, so that its CPU time per event is measured without the others running beside it. `progress` is
-/// called with (done, total) after each replay.
+/// called with (done, total) after each replay. A plan that allocates nothing is an error
+/// ([`Error::NoAllocations`]): there is nothing to rank.
 pub fn advise(
     plan: &ReplayPlan,
     strategies: &[Strategy],
     options: &ReplayOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Advice> {
+    let allocates = plan.initial.iter().chain(&plan.operations).any(|op| matches!(op, Operation::Alloc { .. }));
+    if !allocates {
+        return Err(Error::NoAllocations { trace: plan.name.clone(), events: plan.events });
+    }
     let objective = Objective::for_duration(plan.duration_us);
     let specs: Vec<PoolSpec> = strategies.iter().flat_map(|&s| candidates(s, plan, options.capacity)).collect();
     let total = specs.len() + strategies.len();
@@ -167,4 +172,30 @@ fn reason(plan: &ReplayPlan, winner: &ReplayResult, objective: &Objective) -> St
         winner.driver_time_us / 1000.0,
         plan.duration_us as f64 / 1e6,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool_trace::{Event, EventKind, Trace};
+
+    use super::*;
+
+    fn plan(events: Vec<Event>) -> ReplayPlan {
+        ReplayPlan::from_trace(&Trace { name: "t".into(), events, ..Trace::default() })
+    }
+
+    #[test]
+    fn a_trace_that_allocates_nothing_is_refused_by_name() {
+        let segments_only = plan(vec![Event::new(0, EventKind::SegmentAlloc, 0x1000, 2 << 20, 0)]);
+        let err = advise(&segments_only, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).unwrap_err();
+        assert!(matches!(err, Error::NoAllocations { events: 1, .. }), "{err:?}");
+        assert_eq!(err.to_string(), "t: no allocation in the trace (events: 1): nothing to compare or advise on");
+        let one = plan(vec![
+            Event::new(0, EventKind::Alloc, 0x1000, 4096, 0),
+            Event::new(1, EventKind::Free, 0x1000, 4096, 0),
+        ]);
+        let advice =
+            advise(&one, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("one allocation is enough");
+        assert_eq!(advice.strategies.len(), 3);
+    }
 }

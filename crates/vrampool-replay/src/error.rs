@@ -24,4 +24,12 @@ pub enum Error {
     /// The pool's event log could not be written.
     #[error("writing the event log: {0}")]
     EventLog(vrampool_trace::Error),
+    /// A trace to advise on allocates nothing: every strategy would reserve only its initial memory.
+    #[error("{trace}: no allocation in the trace (events: {events}): nothing to compare or advise on")]
+    NoAllocations {
+        /// The trace's name.
+        trace: String,
+        /// Events in the trace.
+        events: u64,
+    },
 }
