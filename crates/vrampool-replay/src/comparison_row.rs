@@ -64,16 +64,6 @@ impl ComparisonRow {
     /// records none (an RMM or vrampool CSV log, or a snapshot without its segment history): it then holds no
     /// figures of PyTorch's to compare with, rather than PyTorch reserving nothing.
     pub fn pytorch(trace: &Trace) -> Option<Self> {
-        let recorded = trace.events.iter().any(|e| {
-            matches!(
-                e.kind,
-                EventKind::SegmentAlloc | EventKind::SegmentFree | EventKind::SegmentMap | EventKind::SegmentUnmap
-            )
-        });
-        if !recorded {
-            return None;
-        }
-        let baseline = PytorchBaseline::of(trace);
         let cost = CostModel::default();
         let (mut calls, mut driver_ns, mut ooms) = (0u64, 0u64, 0u64);
         for event in &trace.events {
@@ -98,6 +88,11 @@ impl ComparisonRow {
                 _ => {}
             }
         }
+        // Every segment event is a call: none counted, none recorded.
+        if calls == 0 {
+            return None;
+        }
+        let baseline = PytorchBaseline::of(trace);
         Some(ComparisonRow {
             trace: trace.name.clone(),
             strategy: "pytorch".into(),
