@@ -14,7 +14,9 @@
 // (`turns` false: all of PyTorch's rounds, then all of vrampool's, for comparing the two ways).
 // Every size and victim is drawn before timing, from a seeded generator, the same for both allocators.
 // run.py calls `run` once per pattern, each in a process of its own, so that both allocators meet every
-// pattern fresh (vrampool's default pool learns its size classes from its first requests).
+// pattern fresh (vrampool's default pool learns its size classes from its first requests). `on_timing` is called
+// with the pattern's name and "start" right before its timed rounds and "end" right after them, untimed, so that
+// the caller can read what both allocators did on the device while timed (their stats before and after).
 //
 // Built by run.py with torch.utils.cpp_extension.load.
 
@@ -206,7 +208,7 @@ py::dict row(const std::string& method, const std::string& pattern, size_t size,
 // Runs the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn), in that order, on both allocators;
 // returns one dict per (method, pattern).
 py::list run(const std::string& library, const std::vector<std::string>& patterns, int rounds, int ops,
-             int churn_ops, int warmup, uint64_t seed, bool turns) {
+             int churn_ops, int warmup, uint64_t seed, bool turns, const py::function& on_timing) {
   if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
     throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
   }
@@ -244,7 +246,9 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
     Pairs<Vrampool> vrampool_pairs{vrampool, size};
     torch_pairs.round(warmup);
     vrampool_pairs.round(warmup);
+    on_timing(pattern, "start");
     auto [torch_figure, vrampool_figure] = time_rounds(torch_pairs, vrampool_pairs, rounds, ops, turns);
+    on_timing(pattern, "end");
     rows.append(row("pytorch", pattern, size, torch_figure, rounds, ops));
     rows.append(row("vrampool", pattern, size, vrampool_figure, rounds, ops));
   }
@@ -254,7 +258,9 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
     Churn<Vrampool> vrampool_churn(vrampool, plan);
     torch_churn.round(warmup);
     vrampool_churn.round(warmup);
+    on_timing("churn", "start");
     auto [torch_figure, vrampool_figure] = time_rounds(torch_churn, vrampool_churn, rounds, churn_ops, turns);
+    on_timing("churn", "end");
     rows.append(row("pytorch", "churn", 0, torch_figure, rounds, churn_ops));
     rows.append(row("vrampool", "churn", 0, vrampool_figure, rounds, churn_ops));
   }
@@ -266,7 +272,8 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Allocation latency: PyTorch's CUDA caching allocator against vrampool's C ABI";
   m.def("run", &run, py::arg("library"), py::arg("patterns"), py::arg("rounds"), py::arg("ops"),
-        py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"), py::arg("turns"),
+        py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"), py::arg("turns"), py::arg("on_timing"),
         "Times the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn) on both allocators; one dict per "
-        "(method, pattern)");
+        "(method, pattern). on_timing(pattern, \"start\" or \"end\") is called around each pattern's timed "
+        "rounds");
 }

@@ -14,7 +14,10 @@ memory). Each pattern runs in a process of its own, the two allocators' timed ro
 timed over the same stretch of the host's time), so that each meets the pattern fresh
 (vrampool's default pool learns its size classes from its first requests; one process for all patterns would
 teach it the first pattern only). Figures: median over rounds of the mean per round. Prints a table, and writes
-JSON to --out. After the times, each pattern's peak reserved (and allocated) bytes under both allocators.
+JSON to --out. After the times, each pattern's peak reserved (and allocated) bytes under both allocators, and
+what each allocator asked of the device while its rounds were timed (vrampool: its backend calls, growths, moved
+chunks and the time spent in them, from its stats; PyTorch: its segments allocated and freed, from
+torch.cuda.memory_stats).
 
     cargo build --release -p vrampool-capi
     python3 scripts/torch_latency/run.py --out latency.json
@@ -73,6 +76,22 @@ def build_extension(verbose: bool):
 
 PATTERNS = ["pair-4KiB", "pair-1MiB", "pair-64MiB", "churn"]
 
+# vrampool's counters of device work, from its stats.
+VRAMPOOL_DEVICE_COUNTERS = ["backend_calls", "growths", "chunks_moved", "chunks_aliased", "event_waits",
+                            "device_time_ns", "wait_time_ns"]
+# PyTorch's counters of device work, from torch.cuda.memory_stats.
+PYTORCH_DEVICE_COUNTERS = {"segments_allocated": "segment.all.allocated", "segments_freed": "segment.all.freed"}
+
+
+def device_counters(vrampool, torch) -> dict:
+    """Both allocators' counters of device work now."""
+    pool = vrampool.stats(0)["stats"]
+    memory = torch.cuda.memory_stats(0)
+    return {
+        "vrampool": {key: pool.get(key, 0) for key in VRAMPOOL_DEVICE_COUNTERS},
+        "pytorch": {name: memory.get(key, 0) for name, key in PYTORCH_DEVICE_COUNTERS.items()},
+    }
+
 
 def measure(args, library) -> dict:
     """Runs the patterns of --patterns in this process; returns the rows and vrampool's pool as it ends."""
@@ -88,8 +107,23 @@ def measure(args, library) -> dict:
     torch.empty(1, device="cuda")  # initialises CUDA and PyTorch's caching allocator
     extension = build_extension(args.verbose)
     patterns = args.patterns.split(",")
+    at_start: dict[str, dict] = {}
+    while_timed: dict[str, dict] = {}
+
+    def on_timing(pattern: str, moment: str) -> None:
+        now = device_counters(vrampool, torch)
+        if moment == "start":
+            at_start[pattern] = now
+            return
+        while_timed[pattern] = {
+            method: {key: now[method][key] - at_start[pattern][method][key] for key in now[method]}
+            for method in now
+        }
+
     rows = extension.run(str(library), patterns, args.rounds, args.ops, args.churn_ops, args.warmup, args.seed,
-                         not args.one_at_a_time)
+                         not args.one_at_a_time, on_timing)
+    for row in rows:
+        row["device_work_while_timed"] = while_timed[row["pattern"]][row["method"]]
     pool = vrampool.stats(0)
     return {
         "gpu": torch.cuda.get_device_name(0),
@@ -193,6 +227,14 @@ def main() -> None:
         print(f"{','.join(pool['patterns']):<12} {mib(pool, 'pytorch_reserved_bytes_peak'):>12.0f}"
               f" {mib(pool, 'reserved_bytes_peak'):>12.0f}   ({mib(pool, 'pytorch_allocated_bytes_peak'):.0f};"
               f" {mib(pool, 'allocated_bytes_peak'):.0f})")
+    print(f"{'pattern':<12} while timed: vrampool backend calls (growths, chunks moved), ms in them;"
+          " PyTorch segments allocated, freed")
+    for pattern, methods in by_pattern.items():
+        pool_work = methods["vrampool"]["device_work_while_timed"]
+        torch_work = methods["pytorch"]["device_work_while_timed"]
+        print(f"{pattern:<12} {pool_work['backend_calls']} ({pool_work['growths']}, {pool_work['chunks_moved']}),"
+              f" {pool_work['device_time_ns'] / 1e6:.2f} ms;"
+              f" {torch_work['segments_allocated']}, {torch_work['segments_freed']}")
     text = json.dumps(result, indent=2)
     if args.out:
         pathlib.Path(args.out).write_text(text + "\n", encoding="utf-8")
