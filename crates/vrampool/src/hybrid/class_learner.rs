@@ -15,26 +15,7 @@ pub struct LearnedClasses {
     pub coverage: f64,
     /// Warm-up requests seen.
     pub requests: u64,
-    /// Whether warm-up's sizes looked continuous: more than a quarter of its requests came in sizes seen only
-    /// once, so later requests would often be of sizes warm-up never saw. A class's block is then larger
-    /// than [`CONTINUOUS_MAX_BLOCK`] only for a size that came more than once.
-    #[serde(default)]
-    pub continuous: bool,
 }
-
-/// The largest class block for a size warm-up saw once, where its sizes look continuous
-/// ([`LearnedClasses::continuous`]). Where sizes never repeat, a class of large blocks keeps free blocks for
-/// sizes that may not come again while the region grows beside them: on a churn of 1000 blocks of
-/// log-uniform sizes from 256 B to 8 MiB (the simulated device, 100,000 steps through the C ABI) the hybrid
-/// reserved 1,376 MiB for 910 MiB live with classes learned up to 4 MiB from sizes seen once, 1,138 MiB
-/// without them, in as many instructions (116.5 and 115.8 million).
-pub const CONTINUOUS_MAX_BLOCK: u64 = 512 << 10;
-
-/// The share of warm-up requests of sizes seen only once above which warm-up's sizes count as continuous:
-/// a quarter, far from both the bundled traces (at most 1.4%) and sizes drawn from a continuous range (about
-/// half of 1024 log-uniform sizes from 256 B to 8 MiB, rounded to 256 bytes, come once: the small ones
-/// repeat), so that a workload of repeating sizes with some odd ones keeps its large classes.
-const CONTINUOUS_UNSEEN_SHARE: f64 = 0.25;
 
 /// What bounds the classes chosen at the end of warm-up.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -85,17 +66,9 @@ impl ClassLearner {
     pub(crate) fn choose(&self, limits: &ClassLimits) -> LearnedClasses {
         let ClassLimits { coverage, waste, max_classes, headroom, max_block } = *limits;
         let total: u64 = self.counts.values().sum();
-        // The share of later requests of a size warm-up never saw, estimated by the share of warm-up requests
-        // whose size came once (Good-Turing). Above a quarter, the sizes are continuous rather than a set that
-        // repeats (the bundled traces: 2 to 14 of their first 1024; 1024 log-uniform sizes from 256 B to 8 MiB,
-        // rounded to 256 bytes: about half).
-        let once = self.counts.values().filter(|&&n| n == 1).count() as f64;
-        let continuous = once > CONTINUOUS_UNSEEN_SHARE * total as f64;
-        // Only sizes up to the largest class block are candidates, and where sizes are continuous, those above
-        // CONTINUOUS_MAX_BLOCK only if they came more than once; coverage counts every request.
-        let candidate = |span: u64, n: u64| span <= max_block && (!continuous || span <= CONTINUOUS_MAX_BLOCK || n > 1);
+        // Only sizes up to the largest class block are candidates; coverage counts every request.
         let mut spans: Vec<(u64, u64)> =
-            self.counts.iter().filter(|&(&s, &n)| candidate(s, n)).map(|(&s, &n)| (s, n)).collect();
+            self.counts.iter().filter(|&(&s, _)| s <= max_block).map(|(&s, &n)| (s, n)).collect();
         spans.sort_unstable();
         let mut uncovered: Vec<u64> = spans.iter().map(|&(_, n)| n).collect();
         let mut blocks: Vec<u64> = Vec::new();
@@ -133,7 +106,7 @@ impl ClassLearner {
             })
             .collect();
         let coverage = if total == 0 { 0.0 } else { covered as f64 / total as f64 };
-        LearnedClasses { classes, coverage, requests: self.requests, continuous }
+        LearnedClasses { classes, coverage, requests: self.requests }
     }
 
     /// The most blocks of each class live at once during warm-up, each request counted in the class that
@@ -213,47 +186,10 @@ mod tests {
         // 4 KiB alone covers 60%; the largest of the 1 MiB spread serves 1 MiB and the spread: 95%.
         assert_eq!(sizes, vec![4096, (1 << 20) + 256 * 100]);
         assert!((learned.coverage - 0.95).abs() < 1e-9, "{}", learned.coverage);
-        assert!(!learned.continuous, "15% of sizes seen once is a repeating mix");
         // 4 KiB blocks never overlapped; 250 + 100 of the 1 MiB class were live at once.
         assert_eq!(learned.classes[0].block_count, 1);
         assert_eq!(learned.classes[1].block_count, 350);
         assert_eq!(learned.requests, 1000);
-    }
-
-    /// Sizes that never repeat (log-uniform from 256 B to 8 MiB) mark warm-up continuous, and a class block
-    /// then exceeds 512 KiB only for a size that came again; sizes that repeat keep classes up to the
-    /// configured largest block.
-    #[test]
-    fn sizes_that_never_repeat_keep_class_blocks_small() {
-        let limits = ClassLimits {
-            coverage: 0.9,
-            waste: WasteBound { fraction: 0.03, floor: 16 << 10 },
-            max_classes: 128,
-            headroom: 2.0,
-            max_block: 4 << 20,
-        };
-        let mut continuous = ClassLearner::default();
-        let mut repeating = ClassLearner::default();
-        for i in 0..1024u64 {
-            // One request in eight of 3 MiB, the rest all different.
-            let span = if i % 8 == 0 {
-                3 << 20
-            } else {
-                ((256.0 * 32768f64.powf(i as f64 / 1024.0)) as u64).div_ceil(256) * 256
-            };
-            continuous.allocated(i, span);
-            // Eight sizes from 256 B to 4 MiB, each 128 times.
-            repeating.allocated(i, 256 << (2 * (i % 8)));
-        }
-        let learned = continuous.choose(&limits);
-        assert!(learned.continuous);
-        let large: Vec<u64> =
-            learned.classes.iter().map(|c| c.block_size).filter(|&b| b > CONTINUOUS_MAX_BLOCK).collect();
-        assert_eq!(large, vec![3 << 20], "only the size that came again has a large class: {learned:?}");
-        assert!(learned.classes.len() > 1, "{learned:?}");
-        let learned = repeating.choose(&limits);
-        assert!(!learned.continuous);
-        assert_eq!(learned.classes.last().map(|c| c.block_size), Some(4 << 20), "{learned:?}");
     }
 
     #[test]

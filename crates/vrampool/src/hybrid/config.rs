@@ -47,9 +47,7 @@ pub struct HybridConfig {
     pub waste_floor: u64,
     /// The largest block a learned class may have; larger requests go to the region, which packs them
     /// tightly. Default: 4 MiB (on the bundled training traces, caching larger blocks in classes costs 1 to
-    /// 2% of utilization and more moved pages). Where warm-up's sizes look continuous, a class's block is
-    /// larger than [`CONTINUOUS_MAX_BLOCK`](crate::CONTINUOUS_MAX_BLOCK) (512 KiB) only for a size warm-up
-    /// saw more than once.
+    /// 2% of utilization and more moved pages).
     pub max_class_size: u64,
     /// The most classes learned. Default: 128. On the bundled traces the coverage bound stops the learner
     /// first. On sizes spread log-uniformly over 256 B to 8 MiB and learned from 1024 of them, the classes

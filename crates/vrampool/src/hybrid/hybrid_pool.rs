@@ -156,7 +156,6 @@ impl HybridPool {
                 classes: self.classes(),
                 coverage: f64::NAN,
                 requests: 0,
-                continuous: false,
             });
         };
         self.learning.store(false, Ordering::Release);

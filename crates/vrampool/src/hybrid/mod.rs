@@ -9,6 +9,6 @@ mod hybrid_pool;
 mod waste_bound;
 mod watermark;
 
-pub use class_learner::{CONTINUOUS_MAX_BLOCK, LearnedClasses};
+pub use class_learner::LearnedClasses;
 pub use config::{ClassSpec, HybridConfig};
 pub use hybrid_pool::HybridPool;
