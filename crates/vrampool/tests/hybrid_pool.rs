@@ -25,7 +25,7 @@ fn given(classes: &[(u64, u64)]) -> HybridConfig {
 #[test]
 fn defaults_are_documented() {
     let c = HybridConfig::default();
-    assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.03, 0.8));
+    assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.1, 0.8));
     assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 4 * MIB, 1.01));
     assert_eq!(c.waste_floor, 16 * KIB);
     assert!(c.classes.is_empty());
