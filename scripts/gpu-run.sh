@@ -10,6 +10,11 @@
 #   scripts/gpu-run.sh timing-ways            both latency benches with each method timed to the end before the
 #                                             next (--one-cell-at-a-time, --one-at-a-time), to compare with the
 #                                             rounds taking turns that `checks` times, on the same host
+#   scripts/gpu-run.sh churn-parts            where the PyTorch churn's time goes: run.py's churn under the default,
+#                                             the hybrid with classes for nearly every size, the dynamic pool alone
+#                                             (every request in a region) and a fixed pool of 8 MiB blocks (every
+#                                             request a cached block), twice each in turn, each in its own process;
+#                                             prints PyTorch's and vrampool's ns per op and their ratio per run
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -72,6 +77,37 @@ live_replays() {
     echo "exit $?"
 }
 
+# The PyTorch churn under each of CHURN_PARTS's configs in turn, twice, each a process of its own (the hybrid
+# learns its classes from the pattern it meets first): one line per run, PyTorch's and vrampool's ns per op,
+# their ratio, and how many of vrampool's 68,000 allocations its hybrid pool sent to the dynamic region.
+CHURN_PARTS=(
+    ""
+    "max_class_size=8MiB,max_waste=0.5,coverage=1.0"
+    "strategy=dynamic"
+    "strategy=fixed,block_size=8MiB,block_count=1100"
+)
+churn_parts() {
+    local rep conf
+    for rep in 1 2; do
+        for conf in "${CHURN_PARTS[@]}"; do
+            if ! python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" \
+                --out "$OUT/churn-parts.json" >/dev/null; then
+                echo "run.py failed for [$conf]"
+                continue
+            fi
+            python3 - "$OUT/churn-parts.json" "$rep" "${conf:-default}" <<'PY'
+import json, sys
+result = json.load(open(sys.argv[1]))
+ns = {r["method"]: r["ns_per_op_median"] for r in result["rows"] if r["pattern"] == "churn"}
+pool = result["pools"][0]
+print(f"run {sys.argv[2]}  {sys.argv[3]:<48} PyTorch {ns['pytorch']:5.0f} ns  vrampool {ns['vrampool']:4.0f} ns"
+      f"  {ns['pytorch'] / ns['vrampool']:5.1f}x  region {pool['fallbacks']}"
+      f"  {pool['pytorch_reserved_bytes_peak'] >> 20} / {pool['reserved_bytes_peak'] >> 20} MiB")
+PY
+        done
+    done
+}
+
 case "${1:-}" in
 checks)
     { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
@@ -87,6 +123,10 @@ checks)
     phase torch-latency-waste python3 scripts/torch_latency/run.py --conf "strategy=hybrid,max_waste=0.125" \
         --out "$OUT/torch-latency-waste.json"
     pack
+    ;;
+churn-parts)
+    phase churn-parts churn_parts
+    cat "$OUT/churn-parts.txt"
     ;;
 timing-ways)
     phase cuda-latency-one-at-a-time "$B/vrampool-cuda-bench" --one-cell-at-a-time \
@@ -121,7 +161,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | churn-parts | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac
