@@ -14,7 +14,8 @@
 #                                             the hybrid with classes for nearly every size, the dynamic pool alone
 #                                             (every request in a region) and a fixed pool of 8 MiB blocks (every
 #                                             request a cached block), twice each in turn, each in its own process;
-#                                             prints PyTorch's and vrampool's ns per op and their ratio per run
+#                                             prints per run PyTorch's and vrampool's ns per op, their ratio,
+#                                             vrampool's region requests and both peaks reserved
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
