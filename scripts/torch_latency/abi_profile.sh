@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIB=target/release/libvrampool_c.so
 if [ "${1:-}" = -l ]; then
-    LIB=$2
+    LIB=${2:?-l needs the path of libvrampool_c.so}
     shift 2
 fi
 if [ $# -eq 0 ]; then
