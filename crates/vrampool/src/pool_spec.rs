@@ -11,7 +11,7 @@
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.1, 16KiB, 128, 4MiB, 2.0, 0.8, false |
+//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false |
 //!
 //! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01 and
 //! which waits for idle pages (`wait_for_idle=true`).
@@ -258,6 +258,7 @@ impl PoolSpec {
             "coverage" => self.hybrid.coverage = number(key, value)?,
             "max_waste" => self.hybrid.max_rounding_waste = number(key, value)?,
             "waste_floor" => self.hybrid.waste_floor = bytes(key, value)?,
+            "cached_waste" => self.hybrid.max_cached_waste = number(key, value)?,
             "max_classes" => self.hybrid.max_classes = number(key, value)?,
             "max_class_size" => self.hybrid.max_class_size = bytes(key, value)?,
             "headroom" => self.hybrid.slab_headroom = number(key, value)?,
@@ -350,6 +351,7 @@ impl PoolSpec {
             push("coverage", h.coverage.to_string(), d.coverage.to_string());
             push("max_waste", h.max_rounding_waste.to_string(), d.max_rounding_waste.to_string());
             push("waste_floor", format_bytes(h.waste_floor), format_bytes(d.waste_floor));
+            push("cached_waste", h.max_cached_waste.to_string(), d.max_cached_waste.to_string());
             push("max_classes", h.max_classes.to_string(), d.max_classes.to_string());
             push("max_class_size", format_bytes(h.max_class_size), format_bytes(d.max_class_size));
             push("headroom", h.slab_headroom.to_string(), d.slab_headroom.to_string());
@@ -413,6 +415,7 @@ mod tests {
             "strategy=hybrid,backend=host,classes=4KiBx512+1MiBx64,coverage=0.95,watermark=0.7,deterministic=true",
             "strategy=dynamic,page_size=32MiB,growth_factor=1.1",
             "strategy=hybrid,growth_factor=1.1,warmup=1000,max_waste=0.25,waste_floor=4KiB,max_classes=16,headroom=1.5",
+            "strategy=hybrid,cached_waste=0.25",
         ] {
             let spec = PoolSpec::parse(text).unwrap();
             assert_eq!(spec.to_string(), text);
@@ -432,6 +435,7 @@ mod tests {
             ("watermark", "watermark"),
             ("page_size=3KiB", "page_size"),
             ("waste_floor=lots", "waste_floor"),
+            ("cached_waste=lots", "cached_waste"),
         ] {
             match PoolSpec::parse(text) {
                 Err(Error::BadConfigString { key: k, .. }) => assert_eq!(k, key, "{text}"),

@@ -27,7 +27,7 @@ fn defaults_are_documented() {
     let c = HybridConfig::default();
     assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.1, 0.8));
     assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 4 * MIB, 1.01));
-    assert_eq!(c.waste_floor, 16 * KIB);
+    assert_eq!((c.waste_floor, c.max_cached_waste), (16 * KIB, 0.5));
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
 }
@@ -76,6 +76,55 @@ fn given_classes_serve_their_requests_and_the_rest_goes_to_the_region() {
     // A freed core block comes back at once.
     let again = pool.alloc(4000).unwrap();
     assert!(again.addr == a.addr || again.addr == b.addr);
+}
+
+#[test]
+fn a_request_no_class_serves_may_take_a_cached_block_of_the_next_class() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(4 * KIB, 2), (MIB, 1)])).unwrap();
+    // A 4 KiB block exceeds 3 KiB by a third: over the 12.5% bound, within the cached bound (50%).
+    let uncached = pool.alloc(3 * KIB).unwrap();
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1), "no block is carved for it");
+    let block = pool.alloc(4 * KIB).unwrap();
+    pool.free(block.addr).unwrap();
+    let taken = pool.alloc(3 * KIB).unwrap();
+    assert_eq!(taken.addr, block.addr, "the cached 4 KiB block serves it");
+    let stats = pool.stats();
+    assert_eq!((stats.fallbacks, stats.allocated_bytes.current), (1, 6 * KIB));
+    let report = pool.report();
+    let listed = report.blocks.iter().find(|b| b.addr == taken.addr).unwrap();
+    assert_eq!((listed.size, listed.block_size, listed.fallback), (3 * KIB, 4 * KIB, false));
+    assert_eq!(report.classes[0].live_blocks, 1);
+    // A 4 KiB block would double 2 KiB: beyond the cached bound too.
+    pool.free(taken.addr).unwrap();
+    let small = pool.alloc(2 * KIB).unwrap();
+    assert_ne!(small.addr, block.addr);
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&2));
+    // Freed, the block is its class's again.
+    assert_eq!(pool.alloc(4 * KIB).unwrap().addr, block.addr);
+    for x in [uncached, small] {
+        pool.free(x.addr).unwrap();
+    }
+}
+
+#[test]
+fn a_cached_block_another_stream_freed_is_not_taken_for_a_request_no_class_serves() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(4 * KIB, 2)])).unwrap();
+    let block = pool.allocate(4 * KIB, 256, StreamId(1)).unwrap();
+    pool.free(block.addr).unwrap();
+    let other = pool.allocate(3 * KIB, 256, StreamId(2)).unwrap();
+    assert_ne!(other.addr, block.addr, "reuse on another stream would need ordering: the region serves it");
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1));
+    assert_eq!(pool.allocate(3 * KIB, 256, StreamId(1)).unwrap().addr, block.addr, "the block stayed cached");
+}
+
+#[test]
+fn a_cached_waste_bound_within_the_rounding_bound_turns_cached_blocks_off() {
+    let config = given(&[(4 * KIB, 2)]).max_cached_waste(0.1);
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+    let block = pool.alloc(4 * KIB).unwrap();
+    pool.free(block.addr).unwrap();
+    assert_ne!(pool.alloc(3 * KIB).unwrap().addr, block.addr);
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1));
 }
 
 #[test]

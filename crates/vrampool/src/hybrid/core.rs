@@ -25,6 +25,18 @@ fn bin_floor(bin: usize) -> u64 {
     log_linear_bin_floor::<BIN_SUB_BITS>(bin) * MIN_BLOCK
 }
 
+/// The class a request goes to ([`Core::class_for`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ClassFit<'a> {
+    /// The class at this index serves the request: a cached block, else a block carved for it.
+    Serves(u32, &'a ClassCache),
+    /// No class serves the request within the waste bound; this class, the next larger one, serves it
+    /// within the cached-waste bound, from a block it has cached only (no block is carved for it).
+    CachedOnly(&'a ClassCache),
+    /// No class serves the request.
+    None,
+}
+
 /// The size classes, by block size, and the address of every block they hold.
 ///
 /// A free looks its address up in an [`AddressMap`], read without a lock.
@@ -42,6 +54,9 @@ pub(crate) struct Core {
     /// Per class, the smallest span its block serves within the waste bound, so that the check is one
     /// comparison (the bound's own test multiplies in floating point).
     smallest_served: Box<[u64]>,
+    /// Per class, the smallest span one of its cached blocks serves when no class serves the span within
+    /// the waste bound ([`ClassFit::CachedOnly`]).
+    smallest_cached: Box<[u64]>,
     /// Block address to (class, index).
     blocks: AddressMap,
     total_blocks: u64,
@@ -49,8 +64,9 @@ pub(crate) struct Core {
 
 impl Core {
     /// A core with a class per spec (block size and capacity), serving requests at most `waste`
-    /// smaller than their block.
-    pub(crate) fn new(specs: &[ClassSpec], waste: WasteBound) -> Self {
+    /// smaller than their block, and, from a block already cached, requests at most `cached_waste` smaller
+    /// that no class serves within `waste`.
+    pub(crate) fn new(specs: &[ClassSpec], waste: WasteBound, cached_waste: WasteBound) -> Self {
         let mut specs = specs.to_vec();
         specs.sort_by_key(|c| c.block_size);
         let classes: Vec<ClassCache> = specs
@@ -66,12 +82,18 @@ impl Core {
                 u32::try_from(first).unwrap_or(u32::MAX)
             })
             .collect();
-        let smallest_served = sizes.iter().map(|&size| waste.smallest_served(size)).collect();
+        let smallest_served: Box<[u64]> = sizes.iter().map(|&size| waste.smallest_served(size)).collect();
+        let smallest_cached = sizes
+            .iter()
+            .zip(&smallest_served)
+            .map(|(&size, &served)| cached_waste.smallest_served(size).min(served))
+            .collect();
         Core {
             classes,
             sizes,
             first_in_bin,
             smallest_served,
+            smallest_cached,
             blocks: AddressMap::with_capacity(total_blocks),
             total_blocks,
         }
@@ -87,15 +109,16 @@ impl Core {
         self.total_blocks
     }
 
-    /// The class that serves a request spanning `span` bytes aligned to at most 256 bytes: the smallest
-    /// block that holds it within the waste bound. O(1) for classes spread at least as far apart as the
-    /// bins, O(log classes) at worst.
+    /// The class for a request spanning `span` bytes aligned to at most 256 bytes: the smallest block
+    /// that holds it, if it does so within the waste bound, or within the cached-waste bound from a block
+    /// already cached. O(1) for classes spread at least as far apart as the bins, O(log classes) at worst.
     #[inline]
-    pub(crate) fn class_for(&self, span: u64, align: u64) -> Option<(u32, &ClassCache)> {
+    pub(crate) fn class_for(&self, span: u64, align: u64) -> ClassFit<'_> {
         if align > MIN_BLOCK {
-            return None;
+            return ClassFit::None;
         }
-        let mut index = *self.first_in_bin.get(size_bin(span))? as usize;
+        let Some(&first) = self.first_in_bin.get(size_bin(span)) else { return ClassFit::None };
+        let mut index = first as usize;
         let mut steps = 0;
         while index < self.sizes.len() && self.sizes[index] < span {
             index += 1;
@@ -105,8 +128,14 @@ impl Core {
                 break;
             }
         }
-        let class = self.classes.get(index)?;
-        (span >= self.smallest_served[index]).then_some((index as u32, class))
+        let Some(class) = self.classes.get(index) else { return ClassFit::None };
+        if span >= self.smallest_served[index] {
+            ClassFit::Serves(index as u32, class)
+        } else if span >= self.smallest_cached[index] {
+            ClassFit::CachedOnly(class)
+        } else {
+            ClassFit::None
+        }
     }
 
     /// Records a block carved for `class` at `index`.
@@ -151,18 +180,39 @@ mod tests {
         WasteBound { fraction, floor: 0 }
     }
 
+    /// The index of the class that serves the request.
+    fn serving(fit: ClassFit<'_>) -> Option<u32> {
+        match fit {
+            ClassFit::Serves(index, _) => Some(index),
+            _ => None,
+        }
+    }
+
+    /// The block size of the class that serves the request from its cached blocks only.
+    fn cached_only(fit: ClassFit<'_>) -> Option<u64> {
+        match fit {
+            ClassFit::CachedOnly(class) => Some(class.block_size()),
+            _ => None,
+        }
+    }
+
     #[test]
     fn classes_are_found_by_size_within_the_waste_bound() {
         let core = Core::new(
             &[ClassSpec { block_size: 1 << 20, block_count: 4 }, ClassSpec { block_size: 4096, block_count: 4 }],
             fraction(0.125),
+            fraction(0.5),
         );
-        assert_eq!(core.class_for(4096, 256).map(|(i, _)| i), Some(0));
-        assert_eq!(core.class_for(3840, 256).map(|(i, _)| i), Some(0));
-        assert!(core.class_for(2048, 256).is_none(), "a 4 KiB block wastes too much on 2 KiB");
-        assert!(core.class_for(4096, 4096).is_none(), "more alignment than blocks carved at 256 bytes have");
-        assert_eq!(core.class_for(1 << 20, 256).map(|(i, _)| i), Some(1));
-        assert!(core.class_for((1 << 20) + 256, 256).is_none());
+        assert_eq!(serving(core.class_for(4096, 256)), Some(0));
+        assert_eq!(serving(core.class_for(3840, 256)), Some(0));
+        assert!(matches!(core.class_for(2048, 256), ClassFit::None), "a 4 KiB block wastes too much on 2 KiB");
+        assert_eq!(cached_only(core.class_for(3072, 256)), Some(4096), "within 50% from a cached block only");
+        assert!(
+            matches!(core.class_for(4096, 4096), ClassFit::None),
+            "more alignment than blocks carved at 256 bytes have"
+        );
+        assert_eq!(serving(core.class_for(1 << 20, 256)), Some(1));
+        assert!(matches!(core.class_for((1 << 20) + 256, 256), ClassFit::None));
         assert_eq!(core.total_blocks(), 8);
     }
 
@@ -178,7 +228,8 @@ mod tests {
         assert_eq!(bin_floor(size_bin(3 << 20)), 3 << 20);
     }
 
-    /// The bin table finds the same class as a search over all classes, dense classes and sparse alike.
+    /// The bin table finds the same class as a search over all classes, dense classes and sparse alike,
+    /// and the same fit: within the waste bound, within the cached-waste bound only, or none.
     #[test]
     fn the_bin_table_agrees_with_a_full_search() {
         let dense: Vec<ClassSpec> =
@@ -193,11 +244,17 @@ mod tests {
             (sparse_and_small(), fraction(0.03)),
             (sparse_and_small(), floored),
         ] {
-            let core = Core::new(&specs, waste);
+            let cached_waste = WasteBound { fraction: 0.5, ..waste };
+            let core = Core::new(&specs, waste, cached_waste);
             let sizes: Vec<u64> = core.classes().iter().map(ClassCache::block_size).collect();
             for span in (256..(sizes.last().unwrap() + 8192)).step_by(256) {
-                let expected = sizes.iter().position(|&s| s >= span).filter(|&i| waste.serves(sizes[i], span));
-                assert_eq!(core.class_for(span, 256).map(|(i, _)| i as usize), expected, "span {span}");
+                let next = sizes.iter().position(|&s| s >= span);
+                let expected = next.filter(|&i| waste.serves(sizes[i], span));
+                let fit = core.class_for(span, 256);
+                assert_eq!(serving(fit).map(|i| i as usize), expected, "span {span}");
+                let expected_cached = next.filter(|_| expected.is_none()).map(|i| sizes[i]);
+                let expected_cached = expected_cached.filter(|&size| cached_waste.serves(size, span));
+                assert_eq!(cached_only(fit), expected_cached, "span {span}");
             }
         }
     }
@@ -211,7 +268,7 @@ mod tests {
 
     #[test]
     fn blocks_are_found_by_address_until_drained() {
-        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125));
+        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125), fraction(0.5));
         let class = &core.classes()[0];
         let index = class.take_empty().unwrap();
         class.set_addr(index, 0x7000);

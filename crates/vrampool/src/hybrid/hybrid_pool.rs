@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use super::class_cache::ClassCache;
 use super::class_learner::{ClassLearner, ClassLimits, LearnedClasses};
 use super::config::{ClassSpec, HybridConfig};
-use super::core::Core;
+use super::core::{ClassFit, Core};
 use super::watermark::Watermark;
 use crate::backend::Backend;
 use crate::dynamic::{BlockCache, DynamicPool};
@@ -174,7 +174,7 @@ impl HybridPool {
 
     /// Installs the core and puts it in front of the region.
     fn install(&self, classes: &[ClassSpec]) {
-        let core = Arc::new(Core::new(classes, self.config.waste_bound()));
+        let core = Arc::new(Core::new(classes, self.config.waste_bound(), self.config.cached_waste_bound()));
         self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>);
         let _ = self.core.set(core);
     }
@@ -245,6 +245,23 @@ impl HybridPool {
         self.counters.on_allocate(slot, size);
     }
 
+    /// Serves a request that no class serves within the waste bound with a cached block of `class`, the
+    /// next larger class, that this stream may reuse at once; `None` (nothing taken) where it has none.
+    /// Such a block is idle memory already held, where the region would carve the request anew (and
+    /// perhaps grow); no block is carved for such a request.
+    #[cold]
+    fn allocate_cached_only(&self, core: &Core, class: &ClassCache, size: u64, stream: StreamId) -> Option<Allocation> {
+        let slot = thread_slot::current();
+        let stream_index = self.dynamic.order().index_of(stream);
+        let (index, tag) = class.take_cached(slot, stream_index, size)?;
+        if !tag.reusable_on(stream_index) {
+            class.put_back(slot, index, tag);
+            return None;
+        }
+        self.served(core, size, slot);
+        Some(Allocation { addr: class.addr(index), size, stream })
+    }
+
     #[cold]
     fn allocate_in_region(
         &self,
@@ -303,7 +320,7 @@ impl Pool for HybridPool {
         let request = Request::new(size, alignment)?;
         let route = match self.core.get() {
             Some(core) => match core.class_for(request.span, request.align) {
-                Some((class_index, class)) => {
+                ClassFit::Serves(class_index, class) => {
                     // The common case, kept small so that nothing larger than an address passes through
                     // it (a nested Result here cost failed store forwards on every allocation): a cached
                     // block that this stream may reuse at once.
@@ -330,7 +347,11 @@ impl Pool for HybridPool {
                         None => Route::ClassFull,
                     }
                 }
-                None => Route::NoClass,
+                ClassFit::CachedOnly(class) => match self.allocate_cached_only(core, class, size, stream) {
+                    Some(allocation) => return Ok(allocation),
+                    None => Route::NoClass,
+                },
+                ClassFit::None => Route::NoClass,
             },
             None if self.learning.load(Ordering::Acquire) => Route::WarmUp,
             None => Route::NoClass,
