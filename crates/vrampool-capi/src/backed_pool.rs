@@ -1,12 +1,11 @@
 //! A pool together with the device it takes its memory from, as the C functions use it: streams are
 //! registered with a CUDA device before the pool sees them, and failures are counted for the stats.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::json;
-use vrampool::{BackendKind, Pool, PoolSpec, StreamId};
+use vrampool::{AnyPool, BackendKind, Pool, PoolSpec, StreamId};
 
 use crate::device_backend::DeviceBackend;
 use crate::error::CapiError;
@@ -14,7 +13,8 @@ use crate::known_streams::KnownStreams;
 
 /// A pool of the C ABI: the pool, its config string, and what the C functions keep beside it.
 pub(crate) struct BackedPool {
-    pool: Arc<dyn Pool>,
+    /// The pool, called without a vtable: the entry points' allocations and frees inline the strategy's.
+    pool: AnyPool,
     /// The config string the pool was made from, with every key that differs from its default.
     config: String,
     /// The streams registered with the device, for CUDA devices.
@@ -29,7 +29,7 @@ impl BackedPool {
     pub(crate) fn build(spec: &PoolSpec, default_kind: BackendKind, ordinal: usize) -> Result<Self, CapiError> {
         let kind = spec.backend.unwrap_or(default_kind);
         let device = DeviceBackend::open(kind, ordinal, spec.page_size)?;
-        let pool = spec.build(device.backend)?;
+        let pool = spec.build_any(device.backend)?;
         let config = PoolSpec { backend: Some(kind), ..spec.clone() }.to_string();
         Ok(BackedPool {
             pool,
@@ -42,7 +42,7 @@ impl BackedPool {
 
     /// The pool.
     #[cfg(test)]
-    pub(crate) fn pool(&self) -> &Arc<dyn Pool> {
+    pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
 

@@ -53,7 +53,7 @@ impl HandleTable {
 
 #[cfg(test)]
 mod tests {
-    use vrampool::{BackendKind, PoolSpec};
+    use vrampool::{BackendKind, Pool, PoolSpec};
 
     use super::*;
 

@@ -24,6 +24,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod any_pool;
 mod backend;
 mod block_stack;
 mod block_states;
@@ -49,6 +50,7 @@ mod sync;
 mod thread_slot;
 mod units;
 
+pub use any_pool::AnyPool;
 pub use backend::{
     Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HostMemory, HostMemoryConfig, POISON,
     SimDevice, SimDeviceConfig,

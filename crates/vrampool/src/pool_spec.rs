@@ -21,6 +21,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::any_pool::AnyPool;
 use crate::backend::Backend;
 use crate::dynamic::{Cap, DynamicConfig, DynamicPool, VirtualMemory};
 use crate::error::{Error, Result};
@@ -291,10 +292,20 @@ impl PoolSpec {
 
     /// Makes the pool on `backend`.
     pub fn build(&self, backend: Arc<dyn Backend>) -> Result<Arc<dyn Pool>> {
+        Ok(match self.build_any(backend)? {
+            AnyPool::Fixed(pool) => Arc::new(pool),
+            AnyPool::Dynamic(pool) => Arc::new(pool),
+            AnyPool::Hybrid(pool) => Arc::new(pool),
+        })
+    }
+
+    /// Makes the pool this spec describes on `backend`, as an [`AnyPool`] (no vtable between a caller
+    /// and the strategy).
+    pub fn build_any(&self, backend: Arc<dyn Backend>) -> Result<AnyPool> {
         Ok(match self.strategy {
-            Strategy::Fixed => Arc::new(FixedPool::new(backend, self.fixed.clone())?),
-            Strategy::Dynamic => Arc::new(DynamicPool::new(backend, self.dynamic.clone())?),
-            Strategy::Hybrid => Arc::new(HybridPool::new(backend, self.hybrid.clone())?),
+            Strategy::Fixed => AnyPool::Fixed(FixedPool::new(backend, self.fixed.clone())?),
+            Strategy::Dynamic => AnyPool::Dynamic(DynamicPool::new(backend, self.dynamic.clone())?),
+            Strategy::Hybrid => AnyPool::Hybrid(HybridPool::new(backend, self.hybrid.clone())?),
         })
     }
 
@@ -452,6 +463,14 @@ mod tests {
             let spec = PoolSpec::parse(&format!("strategy={strategy},block_count=8")).unwrap();
             let pool = spec.build(Arc::new(crate::SimDevice::default())).unwrap();
             assert_eq!(pool.strategy(), strategy);
+            let any = spec.build_any(Arc::new(crate::SimDevice::default())).unwrap();
+            assert_eq!(any.strategy(), strategy);
+            let block = any.allocate(1 << 20, 256, crate::StreamId::DEFAULT).unwrap();
+            assert_eq!(any.stats().allocated_bytes.current, 1 << 20);
+            any.free(block.addr).unwrap();
+            assert_eq!(any.report().stats.active_allocations, 0);
+            assert_eq!(any.backend().name(), "sim");
+            any.trim().unwrap();
         }
     }
 }
