@@ -208,6 +208,18 @@ fn the_watermark_triggers_once_per_crossing() {
     }
 }
 
+#[test]
+fn a_large_core_passes_the_watermark_within_a_32nd_of_its_blocks() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(4 * KIB, 1000)])).unwrap();
+    let mut held: Vec<_> = (0..800).map(|_| pool.alloc(4 * KIB).unwrap()).collect();
+    assert_eq!(pool.watermark_crossings(), 0, "80% is not past the watermark");
+    held.extend((0..1000 / 32).map(|_| pool.alloc(4 * KIB).unwrap()));
+    assert_eq!(pool.watermark_crossings(), 1, "past it by a 32nd of the core: checked by now");
+    for a in held {
+        pool.free(a.addr).unwrap();
+    }
+}
+
 /// A device whose memory calls wait at a gate while the gate is shut.
 #[derive(Debug)]
 struct GatedDevice {
