@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
 # Builds, on any Linux machine with cargo, every binary scripts/gpu-run.sh runs on the GPU machine, and puts
 # them (stripped) in .gpu/. The CUDA driver is loaded at run time, so no CUDA toolkit is needed here.
+#
+#   scripts/gpu-build.sh                    the working tree's binaries
+#   scripts/gpu-build.sh --before COMMIT    and libvrampool_c.so of COMMIT in .gpu/before/ (its name in
+#                                           .gpu/before/COMMIT), which `gpu-run.sh churn-parts` runs beside
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=.gpu
 mkdir -p "$B"
+if [ "${1:-}" = --before ]; then
+    before=${2:?--before needs a commit}
+    commit=$(git rev-parse --short "$before^{commit}")
+    tree=$(mktemp -d)
+    trap 'git worktree remove --force "$tree" >/dev/null 2>&1; rm -rf "$tree"' EXIT
+    git worktree add --detach "$tree" "$commit" >/dev/null
+    (cd "$tree" && cargo build --release -p vrampool-capi)
+    mkdir -p "$B/before"
+    cp "$tree/target/release/libvrampool_c.so" "$B/before/"
+    strip "$B/before/libvrampool_c.so"
+    echo "$commit" >"$B/before/COMMIT"
+fi
 cargo build --release -p vrampool-cli -p vrampool-capi
 cargo build --release -p vrampool-cuda --examples
 # The executable cargo builds for test or bench target $1 (of kind $2), from its JSON messages.

@@ -11,11 +11,14 @@
 #                                             next (--one-cell-at-a-time, --one-at-a-time), to compare with the
 #                                             rounds taking turns that `checks` times, on the same host
 #   scripts/gpu-run.sh churn-parts            where the PyTorch churn's time goes: run.py's churn under the default,
-#                                             the hybrid with classes for nearly every size, the dynamic pool alone
-#                                             (every request in a region) and a fixed pool of 8 MiB blocks (every
-#                                             request a cached block), twice each in turn, each in its own process;
-#                                             prints per run PyTorch's and vrampool's ns per op, their ratio,
-#                                             vrampool's region requests and both peaks reserved
+#                                             the default without cached blocks for sizes no class serves
+#                                             (cached_waste=0), the hybrid with classes for nearly every size, the
+#                                             dynamic pool alone (every request in a region) and a fixed pool of
+#                                             8 MiB blocks (every request a cached block), and the default with
+#                                             .gpu/before/'s library where gpu-build.sh --before made one, twice
+#                                             each in turn, each in its own process; prints per run PyTorch's and
+#                                             vrampool's ns per op, their ratio, vrampool's region requests and
+#                                             both peaks reserved
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -81,22 +84,33 @@ live_replays() {
 # The PyTorch churn under each of CHURN_PARTS's configs in turn, twice, each a process of its own (the hybrid
 # learns its classes from the pattern it meets first): one line per run, PyTorch's and vrampool's ns per op,
 # their ratio, and how many of vrampool's 68,000 allocations its hybrid pool sent to the dynamic region.
+# An entry `before` is the default with the library of .gpu/before/ (skipped where there is none).
 CHURN_PARTS=(
     ""
+    "cached_waste=0"
     "max_class_size=8MiB,max_waste=0.5,coverage=1.0"
     "strategy=dynamic"
     "strategy=fixed,block_size=8MiB,block_count=1100"
+    before
 )
 churn_parts() {
-    local rep conf
+    local rep conf label lib
     for rep in 1 2; do
         for conf in "${CHURN_PARTS[@]}"; do
-            if ! python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" \
+            label=${conf:-default}
+            lib=$VRAMPOOL_LIB
+            if [ "$conf" = before ]; then
+                [ -f "$B/before/libvrampool_c.so" ] || continue
+                lib="$PWD/$B/before/libvrampool_c.so"
+                label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
+                conf=""
+            fi
+            if ! python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" --lib "$lib" \
                 --out "$OUT/churn-parts.json" >/dev/null; then
-                echo "run.py failed for [$conf]"
+                echo "run.py failed for [$label]"
                 continue
             fi
-            python3 - "$OUT/churn-parts.json" "$rep" "${conf:-default}" <<'PY'
+            python3 - "$OUT/churn-parts.json" "$rep" "$label" <<'PY'
 import json, sys
 result = json.load(open(sys.argv[1]))
 ns = {r["method"]: r["ns_per_op_median"] for r in result["rows"] if r["pattern"] == "churn"}
