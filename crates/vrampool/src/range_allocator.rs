@@ -43,7 +43,13 @@ const BINS: usize = GROUPS * SL_COUNT;
 const NIL: u32 = u32::MAX;
 
 /// A block of the allocator: free or used, with its address neighbours in the same region.
+///
+/// One cache line each: a node of 56 bytes straddled two lines at most positions, and an allocation and a
+/// free touch several nodes at random (the block, its neighbours, their neighbours on the bins' lists).
+/// Aligned, the dynamic pool's churn through the C ABI takes 7.07 L1d misses per step instead of 8.12
+/// (callgrind, docs/BENCHMARKS.md).
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Node<T> {
     offset: u64,
     size: u64,
