@@ -54,6 +54,9 @@ impl Route {
 /// ([`HybridConfig`]). Each class holds up to a fixed number of equal blocks (its capacity, sized from the
 /// most blocks of the class seen live at once), handed out and taken back in O(1) with no lock, as in the
 /// fixed pool: a free block of the class is reused at once by the next request of the class.
+/// A request that no class serves within the rounding-waste bound may take a free block the next larger
+/// class has cached, within the looser [`HybridConfig::max_cached_waste`]: memory the pool holds already,
+/// where the region would place the request anew.
 ///
 /// The classes' blocks are carved from the region's own memory when first needed, so they share it: when
 /// the region would ask the device for more memory, it first takes back every free block the classes hold
