@@ -280,14 +280,14 @@ impl PoolSpec {
 
     /// Checks every value against a device of `capacity` bytes, as building the pool would.
     pub fn validate(&self, capacity: u64) -> Result<()> {
-        match self.strategy {
+        let checked = match self.strategy {
             Strategy::Fixed => self.fixed.validate(capacity).map(|_| ()),
             Strategy::Dynamic => self.dynamic.validate(capacity).map(|_| ()),
             Strategy::Hybrid => {
-                self.hybrid.validate()?;
-                self.hybrid.dynamic.validate(capacity).map(|_| ())
+                self.hybrid.validate().and_then(|()| self.hybrid.dynamic.validate(capacity).map(|_| ()))
             }
-        }
+        };
+        checked.map_err(named_by_key)
     }
 
     /// Makes the pool on `backend`.
@@ -302,11 +302,12 @@ impl PoolSpec {
     /// Makes the pool this spec describes on `backend`, as an [`AnyPool`] (no vtable between a caller
     /// and the strategy).
     pub fn build_any(&self, backend: Arc<dyn Backend>) -> Result<AnyPool> {
-        Ok(match self.strategy {
-            Strategy::Fixed => AnyPool::Fixed(FixedPool::new(backend, self.fixed.clone())?),
-            Strategy::Dynamic => AnyPool::Dynamic(DynamicPool::new(backend, self.dynamic.clone())?),
-            Strategy::Hybrid => AnyPool::Hybrid(HybridPool::new(backend, self.hybrid.clone())?),
-        })
+        let built = match self.strategy {
+            Strategy::Fixed => FixedPool::new(backend, self.fixed.clone()).map(AnyPool::Fixed),
+            Strategy::Dynamic => DynamicPool::new(backend, self.dynamic.clone()).map(AnyPool::Dynamic),
+            Strategy::Hybrid => HybridPool::new(backend, self.hybrid.clone()).map(AnyPool::Hybrid),
+        };
+        built.map_err(named_by_key)
     }
 
     /// The keys that differ from their defaults and matter for the strategy, `key=value` in the order of
@@ -388,6 +389,21 @@ impl std::str::FromStr for PoolSpec {
     }
 }
 
+/// Configuration fields whose key in a config string has another name.
+const FIELD_KEYS: [(&str, &str); 3] =
+    [("max_rounding_waste", "max_waste"), ("max_cached_waste", "cached_waste"), ("slab_headroom", "headroom")];
+
+/// `err` with a refused field named by its key in config strings, which is what the user wrote.
+fn named_by_key(err: Error) -> Error {
+    match err {
+        Error::InvalidConfig { field, value, reason } => {
+            let key = FIELD_KEYS.iter().find(|(name, _)| *name == field).map_or(field, |(_, key)| *key);
+            Error::InvalidConfig { field: key, value, reason }
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +471,21 @@ mod tests {
         }
         let err = PoolSpec::parse("strategy=dynamic,growth_factor=1.0").unwrap().validate(1 << 40).unwrap_err();
         assert!(err.to_string().contains("growth_factor"), "{err}");
+        // Values refused by the strategy's own checks are named by their keys, not by the config's fields.
+        for (text, key, field) in [
+            ("max_waste=2", "max_waste", "max_rounding_waste"),
+            ("cached_waste=1.5", "cached_waste", "max_cached_waste"),
+            ("headroom=0.5", "headroom", "slab_headroom"),
+        ] {
+            let spec = PoolSpec::parse(text).unwrap();
+            for err in [
+                spec.validate(1 << 40).unwrap_err(),
+                spec.build_any(Arc::new(crate::SimDevice::default())).unwrap_err(),
+            ] {
+                let message = err.to_string();
+                assert!(message.contains(key) && !message.contains(field), "{text}: {message}");
+            }
+        }
     }
 
     #[test]
