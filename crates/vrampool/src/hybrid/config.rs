@@ -41,9 +41,8 @@ pub struct HybridConfig {
     /// bundled traces the hybrid reserves as much as with 0.03 or less (gpt_serve 554 MiB, gpt_train_varlen
     /// 39,156 against 39,158, resnet_train_fixed 5,684); on sizes spread log-uniformly over 256 B to 8 MiB
     /// the classes serve more of the requests (without cached blocks for the sizes no class serves: the
-    /// region 12,318 of 68,000 instead of 15,195), and through
-    /// PyTorch's entry points on the H200 that churn ran about a third faster. 0.125 reserves 10 to 24 MiB
-    /// more on resnet_train_fixed and gpt_serve.
+    /// region 12,318 of 68,000 instead of 15,195), and through PyTorch's entry points on the H200 that churn
+    /// ran about a third faster. 0.125 reserves 10 to 24 MiB more on resnet_train_fixed and gpt_serve.
     pub max_rounding_waste: f64,
     /// Bytes a block may always exceed its request by, where that is more than
     /// [`HybridConfig::max_rounding_waste`] allows: small requests share few classes, at a cost of at most
