@@ -4,8 +4,8 @@
 //! Each thread slot counts the core blocks it took and gave back; every [`check_interval`] core
 //! operations (a 32nd of the core's blocks, 1 to [`MAX_CHECK_INTERVAL`]) a slot sums the slots that have
 //! ever counted (a bitmask names them, so a check reads a cache line per thread that used the pool, not one
-//! per possible slot) and compares the share in use with the watermark. Passing it while armed disarms it and sends one request to the worker; falling back
-//! below re-arms it.
+//! per possible slot) and compares the share in use with the watermark. Passing it while armed disarms it
+//! and sends one request to the worker; falling back below re-arms it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
