@@ -2,7 +2,8 @@
 //! its hot counters and its stack of free blocks sit in cache lines no other thread writes.
 //!
 //! A thread that finds every slot taken (more than [`SLOTS`] threads at once) shares the extra slot
-//! [`SHARED_SLOT`], whose counters are updated with atomic read-modify-write instead.
+//! [`SHARED_SLOT`], whose counters are updated with atomic read-modify-write instead. So does a thread
+//! whose slot was given back as it ends (its other thread-locals' destructors may still free memory).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,38 +17,66 @@ pub(crate) const ALL_SLOTS: usize = SLOTS + 1;
 
 static TAKEN: AtomicU64 = AtomicU64::new(0);
 
-/// The slot a thread holds; given back when the thread ends.
-struct HeldSlot {
-    index: Cell<Option<usize>>,
+/// What [`HELD`] says before the thread has asked for a slot.
+const UNASKED: usize = usize::MAX;
+
+thread_local! {
+    /// The slot this thread uses ([`SHARED_SLOT`] where it holds none), or [`UNASKED`]. Read by every pool
+    /// operation: a constant-initialised cell without a destructor is read with no check of its state (a
+    /// thread-local with a destructor is checked for being initialised, or destroyed, on every read).
+    static HELD: Cell<usize> = const { Cell::new(UNASKED) };
+    /// Gives the thread's slot back when the thread ends; set when the thread first takes one.
+    static RETURN: SlotReturn = const { SlotReturn { index: Cell::new(None) } };
 }
 
-impl HeldSlot {
-    fn take() -> Option<usize> {
-        let mut taken = TAKEN.load(Ordering::Relaxed);
-        loop {
-            let free = !taken & ((1u64 << SLOTS) - 1);
-            if free == 0 {
-                return None;
-            }
-            let index = free.trailing_zeros() as usize;
-            match TAKEN.compare_exchange_weak(taken, taken | (1 << index), Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Some(index),
-                Err(current) => taken = current,
-            }
+/// Takes a free slot for the life of the thread; `None` where all are taken.
+fn take_free_slot() -> Option<usize> {
+    let mut taken = TAKEN.load(Ordering::Relaxed);
+    loop {
+        let free = !taken & ((1u64 << SLOTS) - 1);
+        if free == 0 {
+            return None;
+        }
+        let index = free.trailing_zeros() as usize;
+        match TAKEN.compare_exchange_weak(taken, taken | (1 << index), Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Some(index),
+            Err(current) => taken = current,
         }
     }
 }
 
-impl Drop for HeldSlot {
+/// Gives a thread's slot back when the thread ends.
+struct SlotReturn {
+    index: Cell<Option<usize>>,
+}
+
+impl Drop for SlotReturn {
     fn drop(&mut self) {
-        if let Some(index) = self.index.get() {
+        if let Some(index) = self.index.take() {
+            // Whatever this thread still does (other thread-locals' destructors may free memory) it does in
+            // the shared slot: the slot given back may be another thread's at once.
+            let _ = HELD.try_with(|held| held.set(SHARED_SLOT));
             TAKEN.fetch_and(!(1 << index), Ordering::Release);
         }
     }
 }
 
-thread_local! {
-    static HELD: HeldSlot = HeldSlot { index: Cell::new(HeldSlot::take()) };
+/// The slot of a thread that has not asked for one yet: a free slot, held until the thread ends, else the
+/// shared slot.
+#[cold]
+fn first_slot() -> usize {
+    let index = RETURN
+        .try_with(|ret| {
+            let index = take_free_slot()?;
+            ret.index.set(Some(index));
+            Some(index)
+        })
+        .ok()
+        .flatten()
+        // A thread past its thread-locals' destruction, or with every slot taken, shares.
+        .unwrap_or(SHARED_SLOT);
+    let _ = HELD.try_with(|held| held.set(index));
+    index
 }
 
 /// A thread's slot, found once per pool operation and passed to everything the operation touches.
@@ -85,10 +114,12 @@ pub(crate) fn slots_in(mask: u64) -> impl Iterator<Item = usize> {
 /// The calling thread's slot.
 #[inline]
 pub(crate) fn current() -> ThreadSlot {
-    match HELD.try_with(|held| held.index.get()).ok().flatten() {
-        Some(index) => ThreadSlot { index, exclusive: true },
-        None => ThreadSlot { index: SHARED_SLOT, exclusive: false },
-    }
+    let index = match HELD.try_with(Cell::get) {
+        Ok(UNASKED) => first_slot(),
+        Ok(index) => index,
+        Err(_) => SHARED_SLOT,
+    };
+    ThreadSlot { index, exclusive: index != SHARED_SLOT }
 }
 
 #[cfg(test)]
@@ -130,5 +161,37 @@ mod tests {
         let held = exclusive_slots.len();
         exclusive_slots.dedup();
         assert_eq!(exclusive_slots.len(), held, "slots held at once are distinct");
+    }
+
+    /// A thread-local whose destructor reads the slot once the thread's own slot may have been given back.
+    struct LateReader(std::sync::mpsc::Sender<(ThreadSlot, bool)>);
+
+    impl Drop for LateReader {
+        fn drop(&mut self) {
+            let slot = current();
+            let still_taken = TAKEN.load(Ordering::Acquire) & (1 << slot.index) != 0;
+            let _ = self.0.send((slot, still_taken));
+        }
+    }
+
+    thread_local! {
+        static LATE: std::cell::RefCell<Option<LateReader>> = const { std::cell::RefCell::new(None) };
+    }
+
+    #[test]
+    fn a_slot_given_back_is_never_used_alone_again() {
+        let (sender, received) = std::sync::mpsc::channel();
+        let held = std::thread::spawn(move || {
+            // Registered before the thread takes its slot, so its destructor runs after the slot's return.
+            LATE.with(|late| *late.borrow_mut() = Some(LateReader(sender)));
+            current()
+        })
+        .join()
+        .unwrap();
+        assert!(held.exclusive);
+        let (late, still_taken) = received.recv().unwrap();
+        assert!(!late.exclusive || still_taken, "{late:?} used alone after its slot was given back");
+        assert!(!late.exclusive, "the slot's return runs first: the late read shares ({late:?})");
+        assert_eq!(late.index, SHARED_SLOT);
     }
 }
