@@ -12,6 +12,10 @@
  * allocations, region requests ("fallbacks"), growths, moved chunks, and peak reserved and allocated bytes.
  * Every block is freed at the end; the program exits 1 if an allocation fails or the pool still holds a live
  * block.
+ *
+ * ABI_EVICT_KIB=N writes N KiB of memory of its own before each round, untimed, so that each round starts
+ * with the pool's data pushed out of the nearer caches, as it is on the GPU host where the rounds of the
+ * allocator compared run in between (run.py and the CUDA bench take turns). 0 or unset: no eviction.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -148,9 +152,19 @@ int main(int argc, char **argv) {
     if (!per_op) {
         return 1;
     }
+    const char *evict_env = getenv("ABI_EVICT_KIB");
+    size_t evict_bytes = evict_env ? (size_t)atoll(evict_env) << 10 : 0;
+    volatile unsigned char *evict = evict_bytes ? malloc(evict_bytes) : NULL;
+    if (evict_bytes && !evict) {
+        fprintf(stderr, "no memory for ABI_EVICT_KIB=%s\n", evict_env);
+        return 1;
+    }
     size_t step = 0;
     for (long r = -1; r < rounds; r++) {
         long count = r < 0 ? WARMUP : ops;
+        for (size_t at = 0; at < evict_bytes; at += 64) {
+            evict[at] = (unsigned char)(evict[at] + r);
+        }
         double start = now_ns();
         for (long i = 0; i < count; i++) {
             if (churn) {
@@ -187,6 +201,7 @@ int main(int argc, char **argv) {
            json_peak(json, "allocated_bytes") >> 20, active);
     string_free(json);
     free(per_op);
+    free((void *)evict);
     free(sizes);
     free(victims);
     if (active != 0) {
