@@ -37,6 +37,7 @@ for line in sys.stdin:
         print(m["executable"])
 ' "$name" "$kind"
 }
+cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -o "$B/abi_latency" scripts/torch_latency/abi_latency.c -ldl -lm
 cp "$(executable gpu test test --release -p vrampool-cuda --test gpu)" "$B/gpu-tests"
 cp "$(executable threads bench bench -p vrampool-bench --bench threads)" "$B/threads-bench"
 cp target/release/vrampool target/release/vrampool-cuda-bench target/release/examples/cuda_buffers \

@@ -18,7 +18,11 @@
 #                                             .gpu/before/'s library where gpu-build.sh --before made one, twice
 #                                             each in turn, each in its own process; prints per run PyTorch's and
 #                                             vrampool's ns per op, their ratio, vrampool's region requests and
-#                                             both peaks reserved
+#                                             both peaks reserved; then abi_latency's churn (the C ABI alone, no
+#                                             PyTorch) under the default, the fixed pool and the before library,
+#                                             with the caches warm and with 4 MiB and 64 MiB written before each
+#                                             round (ABI_EVICT_KIB), twice each in turn: how much of the gap to the
+#                                             fixed pool is the tables going cold between rounds
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -123,6 +127,29 @@ PY
     done
 }
 
+# abi_latency's churn through the C ABI on the GPU, each of COLD_CONFS with the caches warm and with 4 MiB and
+# 64 MiB written before each round, twice in turn: one line per run with its median ns per operation.
+COLD_CONFS=("" "strategy=fixed,block_size=8MiB,block_count=1100" before)
+cold_parts() {
+    local rep conf evict lib label
+    for rep in 1 2; do
+        for evict in 0 4096 65536; do
+            for conf in "${COLD_CONFS[@]}"; do
+                lib=$VRAMPOOL_LIB
+                label=${conf:-default}
+                if [ "$conf" = before ]; then
+                    [ -f "$B/before/libvrampool_c.so" ] || continue
+                    lib="$PWD/$B/before/libvrampool_c.so"
+                    label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
+                    conf=""
+                fi
+                printf 'run %s  evict %5s KiB  %-48s ' "$rep" "$evict" "$label"
+                ABI_EVICT_KIB=$evict VRAMPOOL_CONF=$conf "$B/abi_latency" "$lib" churn 61 2000 | head -1
+            done
+        done
+    done
+}
+
 case "${1:-}" in
 checks)
     { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
@@ -141,7 +168,8 @@ checks)
     ;;
 churn-parts)
     phase churn-parts churn_parts
-    cat "$OUT/churn-parts.txt"
+    phase churn-cold cold_parts
+    cat "$OUT/churn-parts.txt" "$OUT/churn-cold.txt"
     ;;
 timing-ways)
     phase cuda-latency-one-at-a-time "$B/vrampool-cuda-bench" --one-cell-at-a-time \
