@@ -59,7 +59,7 @@ pub use buffer::Buffer;
 pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
 pub use error::{Error, Result};
 pub use fixed::{Fallback, FixedConfig, FixedPool};
-pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses};
+pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses, MAX_CLASSES};
 pub use pool::{Allocation, Pool, PoolExt};
 pub use pool_spec::{BackendKind, PoolSpec, Strategy, format_bytes, parse_bytes};
 pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};

@@ -20,8 +20,9 @@
 //! atomic read-modify-writes per free, this map's read none (docs/BENCHMARKS.md has the hybrid's pairs
 //! before and after).
 //! Entries the table cannot hold spill into a mutex-guarded map that a lookup reads only when it is not
-//! empty: capacity beyond [`MAX_SLOTS`] (only from classes configured with millions of blocks), a class
-//! past the 255th or an index past 2^24, or an address outside the window.
+//! empty: capacity beyond [`MAX_SLOTS`] (only from classes configured with millions of blocks), an index
+//! past 2^24 (a class of more blocks), or an address outside the window. (A class past the 255th would
+//! spill too; a hybrid pool has at most 255.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
@@ -34,8 +35,8 @@ pub(crate) const MAX_SLOTS: usize = 1 << 22;
 /// An empty cell (no key is 0).
 const EMPTY: u64 = 0;
 
-/// Classes whose blocks the table holds (those past it spill).
-const TABLE_CLASSES: u32 = 255;
+/// Classes whose blocks the table holds (those past it spill; a hybrid pool has no more).
+const TABLE_CLASSES: u32 = super::config::MAX_CLASSES as u32;
 /// Indices the table holds per class (those past it spill).
 const TABLE_INDICES: u32 = 1 << 24;
 /// [`AddressMap::base`] before the first insert.

@@ -7,6 +7,10 @@ use crate::dynamic::DynamicConfig;
 use crate::error::{Error, Result};
 use crate::units::{KIB, MIB, MIN_BLOCK};
 
+/// The most classes a hybrid pool holds, learned ([`HybridConfig::max_classes`]) or given
+/// ([`HybridConfig::classes`]): the map from a block's address to its class keeps the class in 8 bits.
+pub const MAX_CLASSES: usize = 255;
+
 /// One size class given explicitly: its block size and the most blocks it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassSpec {
@@ -66,10 +70,11 @@ pub struct HybridConfig {
     /// tightly. Default: 4 MiB (on the bundled training traces, caching larger blocks in classes costs 1 to
     /// 2% of utilization and more moved pages).
     pub max_class_size: u64,
-    /// The most classes learned. Default: 128. On the bundled traces the coverage bound stops the learner
-    /// first. On sizes spread log-uniformly over 256 B to 8 MiB and learned from 1024 of them, the classes
-    /// serve 78% of later requests (62% without the waste floor; allowing 256 classes raised that to 71%
-    /// but held more blocks in classes, and did not make such a churn faster: docs/BENCHMARKS.md).
+    /// The most classes learned, 1 to [`MAX_CLASSES`] (255). Default: 128. On the bundled traces the
+    /// coverage bound stops the learner first. On sizes spread log-uniformly over 256 B to 8 MiB and learned
+    /// from 1024 of them, the classes serve 78% of later requests (62% without the waste floor; allowing 256
+    /// classes, before the bound of 255, raised that to 71% but held more blocks in classes, and did not
+    /// make such a churn faster: docs/BENCHMARKS.md).
     pub max_classes: usize,
     /// A class's capacity per block of the class seen live at once during warm-up, at least 1.0.
     /// Default: 2.0 (capacity costs no memory: blocks are carved when needed and given back to the region
@@ -217,8 +222,11 @@ impl HybridConfig {
         if self.max_class_size < MIN_BLOCK {
             return Err(Error::invalid_config("max_class_size", self.max_class_size, "must be at least 256"));
         }
-        if self.max_classes == 0 {
-            return Err(Error::invalid_config("max_classes", 0, "must be at least 1"));
+        if self.max_classes == 0 || self.max_classes > MAX_CLASSES {
+            return Err(Error::invalid_config("max_classes", self.max_classes, "must be 1 to 255"));
+        }
+        if self.classes.len() > MAX_CLASSES {
+            return Err(Error::invalid_config("classes", self.classes.len(), "at most 255 classes"));
         }
         let mut sizes: Vec<u64> = self.classes.iter().map(|c| c.block_size).collect();
         for class in &self.classes {
@@ -252,12 +260,25 @@ mod tests {
     #[test]
     fn defaults_validate_and_bad_values_are_named() {
         HybridConfig::default().validate().unwrap();
+        HybridConfig { max_classes: MAX_CLASSES, ..HybridConfig::default() }.validate().unwrap();
+        HybridConfig::default()
+            .classes((1..=MAX_CLASSES as u64).map(|i| ClassSpec { block_size: i * 256, block_count: 1 }).collect())
+            .validate()
+            .unwrap();
         for (config, field) in [
             (HybridConfig::default().coverage(0.0), "coverage"),
             (HybridConfig::default().watermark(1.5), "watermark"),
             (HybridConfig::default().max_rounding_waste(-0.1), "max_rounding_waste"),
             (HybridConfig::default().max_cached_waste(1.5), "max_cached_waste"),
             (HybridConfig::default().slab_headroom(0.5), "slab_headroom"),
+            (HybridConfig { max_classes: 0, ..HybridConfig::default() }, "max_classes"),
+            (HybridConfig { max_classes: MAX_CLASSES + 1, ..HybridConfig::default() }, "max_classes"),
+            (
+                HybridConfig::default().classes(
+                    (1..=MAX_CLASSES as u64 + 1).map(|i| ClassSpec { block_size: i * 256, block_count: 1 }).collect(),
+                ),
+                "classes",
+            ),
             (HybridConfig::default().classes(vec![ClassSpec { block_size: 300, block_count: 1 }]), "classes"),
             (
                 HybridConfig::default().classes(vec![

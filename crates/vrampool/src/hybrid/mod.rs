@@ -10,5 +10,5 @@ mod waste_bound;
 mod watermark;
 
 pub use class_learner::LearnedClasses;
-pub use config::{ClassSpec, HybridConfig};
+pub use config::{ClassSpec, HybridConfig, MAX_CLASSES};
 pub use hybrid_pool::HybridPool;
