@@ -2,7 +2,7 @@
 //! device, to measure which strategy wastes least and costs least, and to advise one with its config.
 //!
 //! - [`ReplayPlan`] turns a trace into the operations a pool sees (allocations and frees, numbered slots);
-//! - [`replay`] runs a plan through one pool (a [`vrampool::PoolSpec`]) on a [`vrampool::SimDevice`] and
+//! - [`replay()`] runs a plan through one pool (a [`vrampool::PoolSpec`]) on a [`vrampool::SimDevice`] and
 //!   measures peak live and reserved bytes, utilization, fallbacks, out-of-memory refusals, device calls,
 //!   the cost model's driver time and the pool's own CPU time per event;
 //! - [`advise`] sweeps each strategy's parameters and recommends one;
@@ -29,7 +29,7 @@ mod replay_plan;
 mod replay_result;
 mod size_profile;
 
-pub use advice::{Advice, Objective, StrategyAdvice, advise};
+pub use advice::{Advice, DRIVER_BUDGET, Objective, StrategyAdvice, advise};
 pub use candidates::candidates;
 pub use comparison_row::ComparisonRow;
 pub use error::{Error, Result};

@@ -1,6 +1,6 @@
 //! A slab: a run of equal blocks at one base address, handed out in O(1) without a lock.
 //!
-//! A thread that holds its slot alone keeps the blocks it frees last in its slot's [`HotList`], and takes
+//! A thread that holds its slot alone keeps the blocks it frees last in its slot's [`HotList`](crate::hot_list::HotList), and takes
 //! them back with one compare-and-swap on the block's state word: a free and an allocation each cost one
 //! atomic read-modify-write. Other blocks sit on lock-free stacks, one per slot (taking from the shared
 //! stack, then from other slots, then from other slots' hot lists, when its own are empty), so threads

@@ -29,7 +29,7 @@ pub struct PytorchTimeline {
 
 impl PytorchTimeline {
     /// The timeline of `trace`, sampled about `points` times (at least twice). Live bytes drop at
-    /// [`EventKind::Free`] (PyTorch's `free_completed`), and blocks of [`Trace::initial_live`] are live from
+    /// [`vrampool_trace::EventKind::Free`] (PyTorch's `free_completed`), and blocks of [`Trace::initial_live`] are live from
     /// the start; reserved bytes start from [`PytorchBaseline::initial_reserved_bytes`].
     pub fn of(trace: &Trace, points: usize) -> Self {
         let events = trace.events.len();

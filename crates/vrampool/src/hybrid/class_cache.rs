@@ -3,7 +3,7 @@
 //! in O(1) without a lock.
 //!
 //! Each block has an index below the class's capacity. An index is either empty (no block carved for it),
-//! cached (a free carved block, in a thread slot's [`HotList`] or on its stack), or live. A thread that
+//! cached (a free carved block, in a thread slot's [`HotList`](crate::hot_list::HotList) or on its stack), or live. A thread that
 //! holds its slot alone keeps the blocks it frees last in its hot list and takes them back with one
 //! compare-and-swap on the block's state word. Empty indices wait on their own stack for the next carve.
 //! The dynamic region takes every cached block back when it needs memory ([`ClassCache::drain`]); their
