@@ -1,5 +1,6 @@
 //! Eight threads, a hundred thousand mixed operations each, on host memory with canaries; blocks are
-//! handed between threads so that frees happen away from their allocations.
+//! handed between threads so that frees happen away from their allocations. And eighty threads, more than
+//! there are thread slots (63), so that some share a slot and take its shared paths.
 
 mod common;
 
@@ -10,6 +11,9 @@ use vrampool::{Allocation, Error, StreamId};
 
 const THREADS: usize = 8;
 const OPS: usize = 100_000;
+/// More threads than thread slots, fewer operations each.
+const MANY_THREADS: usize = 80;
+const MANY_OPS: usize = 10_000;
 
 /// A small deterministic generator, one per thread.
 struct Lcg(u64);
@@ -22,11 +26,15 @@ impl Lcg {
 }
 
 fn stress(shape: Shape) {
+    stress_with(shape, THREADS, OPS);
+}
+
+fn stress_with(shape: Shape, threads: usize, ops: usize) {
     let device = Device::host(shape.granularity());
     let pool = shape.build(&device);
     let exchange: Arc<Mutex<Vec<(Allocation, u64)>>> = Arc::default();
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let workers: Vec<_> = (0..THREADS)
+    let barrier = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
         .map(|t| {
             let (pool, device, exchange, barrier) = (pool.clone(), device.clone(), exchange.clone(), barrier.clone());
             std::thread::spawn(move || {
@@ -39,7 +47,7 @@ fn stress(shape: Shape) {
                     }
                 };
                 barrier.wait();
-                for op in 0..OPS {
+                for op in 0..ops {
                     let roll = rng.next() % 100;
                     if roll < 50 && held.len() < 48 {
                         let size = match rng.next() % 20 {
@@ -93,7 +101,7 @@ fn stress(shape: Shape) {
     assert_eq!(stats.allocated_bytes.current, 0, "{shape:?}: {stats:?}");
     assert_eq!(stats.active_allocations, 0);
     assert_eq!(stats.allocations, stats.frees);
-    assert!(stats.allocations > (THREADS * OPS / 4) as u64, "{shape:?}: {stats:?}");
+    assert!(stats.allocations > (threads * ops / 4) as u64, "{shape:?}: {stats:?}");
     assert!(pool.report().blocks.is_empty());
     pool.trim().unwrap();
     drop(pool);
@@ -123,4 +131,14 @@ fn hybrid_pool_learning_on_virtual_memory_under_eight_threads() {
 #[test]
 fn hybrid_pool_with_given_classes_under_eight_threads() {
     stress(Shape::HybridGivenSegments);
+}
+
+#[test]
+fn fixed_pool_under_more_threads_than_slots() {
+    stress_with(Shape::FixedBackendFallback, MANY_THREADS, MANY_OPS);
+}
+
+#[test]
+fn hybrid_pool_under_more_threads_than_slots() {
+    stress_with(Shape::HybridLearnedVirtual, MANY_THREADS, MANY_OPS);
 }
