@@ -185,8 +185,7 @@ impl AddressMap {
                 if let Some(key) = key {
                     self.remove_from_table(key);
                 }
-                spill.insert(addr, pack(class, index));
-                self.spilled.store(spill.len(), Ordering::Release);
+                self.spill_insert(&mut spill, addr, class, index);
                 return;
             };
             let cell = match self.locate(key) {
@@ -197,18 +196,28 @@ impl AddressMap {
                 Err(empty) => empty,
             };
             if self.len.load(Ordering::Relaxed) * 2 >= self.cells.len() {
-                spill.insert(addr, pack(class, index));
-                self.spilled.store(spill.len(), Ordering::Release);
+                self.spill_insert(&mut spill, addr, class, index);
                 return;
             }
             self.cells[cell].store((key << 32) | value, Ordering::Relaxed);
             self.len.fetch_add(1, Ordering::Relaxed);
             // An earlier entry for the address may have spilled while the table was full: the table's
             // entry replaces it.
-            if spill.remove(&addr).is_some() {
-                self.spilled.store(spill.len(), Ordering::Release);
-            }
+            self.spill_remove(&mut spill, addr);
         });
+    }
+
+    /// Records `addr` as block `index` of class `class` in the spill map (guarded by `spill`).
+    fn spill_insert(&self, spill: &mut HashMap<u64, u64>, addr: u64, class: u32, index: u32) {
+        spill.insert(addr, pack(class, index));
+        self.spilled.store(spill.len(), Ordering::Release);
+    }
+
+    /// Forgets `addr` in the spill map (guarded by `spill`), if it is there.
+    fn spill_remove(&self, spill: &mut HashMap<u64, u64>, addr: u64) {
+        if spill.remove(&addr).is_some() {
+            self.spilled.store(spill.len(), Ordering::Release);
+        }
     }
 
     /// Forgets every address of `addrs`.
@@ -220,9 +229,7 @@ impl AddressMap {
                 if let Some(key) = Self::key(addr, base) {
                     self.remove_from_table(key);
                 }
-                if spill.remove(&addr).is_some() {
-                    self.spilled.store(spill.len(), Ordering::Release);
-                }
+                self.spill_remove(&mut spill, addr);
             }
         });
     }
