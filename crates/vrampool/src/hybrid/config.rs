@@ -210,12 +210,15 @@ impl HybridConfig {
         };
         fraction("coverage", self.coverage)?;
         fraction("watermark", self.watermark)?;
-        if !(0.0..=1.0).contains(&self.max_rounding_waste) {
-            return Err(Error::invalid_config("max_rounding_waste", self.max_rounding_waste, "must be in [0, 1]"));
-        }
-        if !(0.0..=1.0).contains(&self.max_cached_waste) {
-            return Err(Error::invalid_config("max_cached_waste", self.max_cached_waste, "must be in [0, 1]"));
-        }
+        let share = |field: &'static str, value: f64| {
+            if (0.0..=1.0).contains(&value) {
+                Ok(())
+            } else {
+                Err(Error::invalid_config(field, value, "must be in [0, 1]"))
+            }
+        };
+        share("max_rounding_waste", self.max_rounding_waste)?;
+        share("max_cached_waste", self.max_cached_waste)?;
         if !(self.slab_headroom >= 1.0 && self.slab_headroom.is_finite()) {
             return Err(Error::invalid_config("slab_headroom", self.slab_headroom, "must be at least 1.0"));
         }
