@@ -85,6 +85,20 @@ live_replays() {
     echo "exit $?"
 }
 
+# For the config in $conf, sets $lib (the library to load), $label (how a line names the run) and $conf (the
+# config string): the entry `before` is the default with the library of .gpu/before/. Fails where that entry
+# names no library (gpu-build.sh --before made none).
+pick_library() {
+    lib=$VRAMPOOL_LIB
+    label=${conf:-default}
+    if [ "$conf" = before ]; then
+        [ -f "$B/before/libvrampool_c.so" ] || return 1
+        lib="$PWD/$B/before/libvrampool_c.so"
+        label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
+        conf=""
+    fi
+}
+
 # The PyTorch churn under each of CHURN_PARTS's configs in turn, twice, each a process of its own (the hybrid
 # learns its classes from the pattern it meets first): one line per run, PyTorch's and vrampool's ns per op,
 # their ratio, and how many of vrampool's 68,000 allocations its hybrid pool sent to the dynamic region.
@@ -101,14 +115,7 @@ churn_parts() {
     local rep conf label lib
     for rep in 1 2; do
         for conf in "${CHURN_PARTS[@]}"; do
-            label=${conf:-default}
-            lib=$VRAMPOOL_LIB
-            if [ "$conf" = before ]; then
-                [ -f "$B/before/libvrampool_c.so" ] || continue
-                lib="$PWD/$B/before/libvrampool_c.so"
-                label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
-                conf=""
-            fi
+            pick_library || continue
             if ! python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" --lib "$lib" \
                 --out "$OUT/churn-parts.json" >/dev/null; then
                 echo "run.py failed for [$label]"
@@ -135,14 +142,7 @@ cold_parts() {
     for rep in 1 2; do
         for evict in 0 4096 65536; do
             for conf in "${COLD_CONFS[@]}"; do
-                lib=$VRAMPOOL_LIB
-                label=${conf:-default}
-                if [ "$conf" = before ]; then
-                    [ -f "$B/before/libvrampool_c.so" ] || continue
-                    lib="$PWD/$B/before/libvrampool_c.so"
-                    label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
-                    conf=""
-                fi
+                pick_library || continue
                 printf 'run %s  evict %5s KiB  %-48s ' "$rep" "$evict" "$label"
                 ABI_EVICT_KIB=$evict VRAMPOOL_CONF=$conf "$B/abi_latency" "$lib" churn 61 2000 | head -1
             done
