@@ -164,7 +164,8 @@ impl ClassCache {
         self.states.live_blocks()
     }
 
-    /// Takes every cached block: `(index, address, tag)`; their indices become empty.
+    /// Takes every cached block: `(index, address, tag)`. Each index is then neither cached nor live, its
+    /// address still recorded, until [`ClassCache::make_empty`].
     pub(crate) fn drain(&self, out: &mut Vec<(u32, u64, FreeTag)>) {
         // Only the stacks whose bit is set: a drain that read all 64 stacks of every class took a cache
         // miss per stack, most of them empty. A block pushed after the mask is read stays cached, as it
@@ -172,21 +173,20 @@ impl ClassCache {
         for slot in slots_in(self.cached_slots.load(Ordering::Acquire)) {
             let stack = &self.cached[slot];
             while let Some(index) = stack.pop(&self.states) {
-                self.empty_out(index, self.states.free_tag(index), out);
+                out.push((index, self.states.addr(index), self.states.free_tag(index)));
             }
         }
         // Entries stay in the lists, stale: the index is no longer cached, and a claim skips it.
         for index in self.hot.entries() {
             if let Some(tag) = self.states.uncache(index) {
-                self.empty_out(index, tag, out);
+                out.push((index, self.states.addr(index), tag));
             }
         }
     }
 
-    /// Gives the block of the free index `index` (freed with `tag`) to `out` and makes the index empty.
-    fn empty_out(&self, index: u32, tag: FreeTag, out: &mut Vec<(u32, u64, FreeTag)>) {
-        let addr = self.states.take_addr(index);
-        out.push((index, addr, tag));
+    /// Forgets the address of block `index`, taken by [`ClassCache::drain`], and makes the index empty.
+    pub(crate) fn make_empty(&self, index: u32) {
+        self.states.take_addr(index);
         self.empty.push(&self.states, index);
     }
 
@@ -229,6 +229,11 @@ mod tests {
         let mut expected = vec![(a, 0x1000, FreeTag::freed(0, 2)), (b, 0x3000, FreeTag::FRESH)];
         expected.sort_unstable_by_key(|d| d.0);
         assert_eq!(drained, expected);
+        assert_eq!(class.addr(a), 0x1000, "the address stays recorded until the index is made empty");
+        assert_eq!(class.take_empty(), None, "a drained index is not empty before it is made so");
+        for &(index, _, _) in &drained {
+            class.make_empty(index);
+        }
         assert_eq!(class.addr(a), 0);
         assert!(class.nothing_cached(), "the hot list's stale entry is no cached block");
         assert_eq!(class.take_cached(slot, 0, 10), None, "the hot list's entry is stale after the drain");

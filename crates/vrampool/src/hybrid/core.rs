@@ -1,6 +1,6 @@
 //! The hybrid's core: its size classes, found by request size, and the blocks it holds, found by address.
 
-use super::address_map::AddressMap;
+use super::address_map::{AddressMap, BlockAddrs};
 use super::class_cache::ClassCache;
 use super::config::ClassSpec;
 use super::waste_bound::WasteBound;
@@ -88,15 +88,9 @@ impl Core {
             .zip(&smallest_served)
             .map(|(&size, &served)| cached_waste.smallest_served(size).min(served))
             .collect();
-        Core {
-            classes,
-            sizes,
-            first_in_bin,
-            smallest_served,
-            smallest_cached,
-            blocks: AddressMap::with_capacity(total_blocks),
-            total_blocks,
-        }
+        let largest_index = classes.iter().map(|c| c.capacity().saturating_sub(1)).max().unwrap_or(0);
+        let blocks = AddressMap::with_capacity(total_blocks, classes.len() as u32, largest_index);
+        Core { classes, sizes, first_in_bin, smallest_served, smallest_cached, blocks, total_blocks }
     }
 
     /// Every class, by block size.
@@ -138,15 +132,15 @@ impl Core {
         }
     }
 
-    /// Records a block carved for `class` at `index`.
+    /// Records a block carved for `class` at `index`, whose address the class has recorded.
     pub(crate) fn register(&self, addr: u64, class: u32, index: u32) {
-        self.blocks.insert(addr, class, index);
+        self.blocks.insert(addr, class, index, self);
     }
 
     /// The class and index of the block at `addr`, if the core holds one there.
     #[inline]
     pub(crate) fn lookup(&self, addr: u64) -> Option<(&ClassCache, u32)> {
-        let (class, index) = self.blocks.get(addr)?;
+        let (class, index) = self.blocks.get(addr, self)?;
         let class = &self.classes[class as usize];
         (class.addr(index) == addr).then_some((class, index))
     }
@@ -157,13 +151,34 @@ impl Core {
     }
 }
 
+impl BlockAddrs for Core {
+    #[inline]
+    fn block_addr(&self, class: u32, index: u32) -> u64 {
+        match self.classes.get(class as usize) {
+            Some(class) if index < class.capacity() => class.addr(index),
+            _ => 0,
+        }
+    }
+}
+
 impl BlockCache for Core {
     fn drain(&self) -> Vec<(u64, FreeTag)> {
         let mut drained = Vec::new();
+        let mut ends = Vec::with_capacity(self.classes.len());
         for class in &self.classes {
             class.drain(&mut drained);
+            ends.push(drained.len());
         }
-        self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr));
+        // The map finds its entries, and where the entries after them belong, by the records' addresses:
+        // they are forgotten only once the map has let go of the blocks.
+        self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr), self);
+        let mut start = 0;
+        for (class, &end) in self.classes.iter().zip(&ends) {
+            for &(index, _, _) in &drained[start..end] {
+                class.make_empty(index);
+            }
+            start = end;
+        }
         drained.into_iter().map(|(_, addr, tag)| (addr, tag)).collect()
     }
 
@@ -264,6 +279,33 @@ mod tests {
             .iter()
             .map(|&b| ClassSpec { block_size: b, block_count: 2 })
             .collect()
+    }
+
+    /// A drain of every other block of a full class leaves the map with the live blocks alone, each still
+    /// found: the map lets go of the drained blocks while their records still name them.
+    #[test]
+    fn a_drain_leaves_the_live_blocks_findable() {
+        let count = 300;
+        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: count }], fraction(0.125), fraction(0.5));
+        let class = &core.classes()[0];
+        let slot = crate::thread_slot::current();
+        let addr = |index: u32| 0x10_0000 + u64::from(index) * 4096;
+        for _ in 0..count {
+            let index = class.take_empty().unwrap();
+            class.set_addr(index, addr(index));
+            core.register(addr(index), 0, index);
+            class.mark_live(index, 0, 100);
+            if index % 2 == 0 {
+                class.put_back(slot, index, FreeTag::FRESH);
+            }
+        }
+        let drained = core.drain();
+        assert_eq!(drained.len(), count as usize / 2);
+        assert_eq!(core.blocks.len(), count as usize / 2, "the map holds the live blocks alone");
+        for index in 0..count as u32 {
+            assert_eq!(core.holds(addr(index)), index % 2 == 1, "block {index}");
+        }
+        assert!(drained.iter().all(|&(a, _)| class.addr(((a - 0x10_0000) / 4096) as u32) == 0));
     }
 
     #[test]
