@@ -118,9 +118,9 @@ impl BlockStates {
         self.hot[index as usize].addr.store(addr, Ordering::Release);
     }
 
-    /// Clears the address of block `index` and returns what it was.
-    pub(crate) fn take_addr(&self, index: u32) -> u64 {
-        self.hot[index as usize].addr.swap(0, Ordering::AcqRel)
+    /// Clears the address of block `index`.
+    pub(crate) fn clear_addr(&self, index: u32) {
+        self.hot[index as usize].addr.store(0, Ordering::Release);
     }
 
     /// The tag of the stream that last freed block `index`.

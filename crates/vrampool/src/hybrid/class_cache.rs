@@ -186,7 +186,7 @@ impl ClassCache {
 
     /// Forgets the address of block `index`, taken by [`ClassCache::drain`], and makes the index empty.
     pub(crate) fn make_empty(&self, index: u32) {
-        self.states.take_addr(index);
+        self.states.clear_addr(index);
         self.empty.push(&self.states, index);
     }
 

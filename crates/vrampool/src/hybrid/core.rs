@@ -142,6 +142,8 @@ impl Core {
     pub(crate) fn lookup(&self, addr: u64) -> Option<(&ClassCache, u32)> {
         let (class, index) = self.blocks.get(addr, self)?;
         let class = &self.classes[class as usize];
+        // The map confirmed the record under its sequence lock; read again after it, so that a block a
+        // drain gave back and a carve reused in between is not taken for the one freed.
         (class.addr(index) == addr).then_some((class, index))
     }
 
