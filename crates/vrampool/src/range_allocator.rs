@@ -42,7 +42,8 @@ const GROUPS: usize = (64 - UNIT_SHIFT - SL_BITS + 1) as usize;
 const BINS: usize = GROUPS * SL_COUNT;
 const NIL: u32 = u32::MAX;
 
-/// A block of the allocator: free or used, with its address neighbours in the same region.
+/// A block of the allocator, with its address neighbours in the same region (whether it is free or used is
+/// in [`RangeAllocator`]'s bitmap).
 ///
 /// One cache line each: a node of 56 bytes straddled two lines at most positions, and an allocation and a
 /// free touch several nodes at random (the block, its neighbours, their neighbours on the bins' lists).
@@ -57,7 +58,6 @@ struct Node<T> {
     bin_next: u32,
     prev: u32,
     next: u32,
-    used: bool,
     tag: T,
 }
 
@@ -81,6 +81,10 @@ pub(crate) struct Carved<T> {
 #[derive(Debug)]
 pub(crate) struct RangeAllocator<T: BlockTag> {
     nodes: Vec<Node<T>>,
+    /// A bit per node, set while its block is used. A free asks whether its two neighbours are free here,
+    /// in a few hundred bytes that stay cached, rather than in the neighbours' own nodes, which are cache
+    /// misses where the tables have gone cold: a used neighbour is not touched at all.
+    used: Vec<u64>,
     recycled: Vec<u32>,
     group_bitmap: u64,
     bin_bitmaps: [u16; GROUPS],
@@ -93,6 +97,7 @@ impl<T: BlockTag> Default for RangeAllocator<T> {
     fn default() -> Self {
         RangeAllocator {
             nodes: Vec::new(),
+            used: Vec::new(),
             recycled: Vec::new(),
             group_bitmap: 0,
             bin_bitmaps: [0; GROUPS],
@@ -136,6 +141,7 @@ impl<T: BlockTag> RangeAllocator<T> {
         self.total_bytes
     }
 
+    /// Adds a node for a free block (a recycled one where there is one).
     fn new_node(&mut self, node: Node<T>) -> u32 {
         match self.recycled.pop() {
             Some(index) => {
@@ -144,8 +150,28 @@ impl<T: BlockTag> RangeAllocator<T> {
             }
             None => {
                 self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
+                let index = self.nodes.len() - 1;
+                if index / 64 == self.used.len() {
+                    self.used.push(0);
+                }
+                index as u32
             }
+        }
+    }
+
+    /// Whether node `index`'s block is used.
+    #[inline]
+    fn is_used(&self, index: u32) -> bool {
+        self.used[index as usize / 64] & (1 << (index % 64)) != 0
+    }
+
+    #[inline]
+    fn set_used(&mut self, index: u32, used: bool) {
+        let (word, bit) = (index as usize / 64, 1u64 << (index % 64));
+        if used {
+            self.used[word] |= bit;
+        } else {
+            self.used[word] &= !bit;
         }
     }
 
@@ -211,16 +237,8 @@ impl<T: BlockTag> RangeAllocator<T> {
     /// Adds the free region `[offset, offset + size)`; it never merges with another region.
     pub(crate) fn add_region(&mut self, offset: u64, size: u64) {
         debug_assert!(offset % MIN_BLOCK == 0 && size % MIN_BLOCK == 0 && size > 0);
-        let index = self.new_node(Node {
-            offset,
-            size,
-            bin_prev: NIL,
-            bin_next: NIL,
-            prev: NIL,
-            next: NIL,
-            used: false,
-            tag: T::default(),
-        });
+        let index =
+            self.new_node(Node { offset, size, bin_prev: NIL, bin_next: NIL, prev: NIL, next: NIL, tag: T::default() });
         self.bin_insert(index);
         self.total_bytes += size;
     }
@@ -287,7 +305,6 @@ impl<T: BlockTag> RangeAllocator<T> {
                 bin_next: NIL,
                 prev: self.nodes[index as usize].prev,
                 next: index,
-                used: false,
                 tag,
             });
             if let Some(prev) = self.link(self.nodes[pad as usize].prev) {
@@ -305,7 +322,6 @@ impl<T: BlockTag> RangeAllocator<T> {
                 bin_next: NIL,
                 prev: index,
                 next,
-                used: false,
                 tag,
             });
             if let Some(next) = self.link(next) {
@@ -317,7 +333,7 @@ impl<T: BlockTag> RangeAllocator<T> {
         let node = &mut self.nodes[index as usize];
         node.offset = start;
         node.size = size;
-        node.used = true;
+        self.set_used(index, true);
         Carved { node: index, offset: start, size, tag }
     }
 
@@ -335,14 +351,18 @@ impl<T: BlockTag> RangeAllocator<T> {
     /// Frees a used block, tagging its memory with `tag` and merging it with free neighbours.
     pub(crate) fn free(&mut self, node: NodeId, tag: T) {
         let index = node;
-        debug_assert!(self.nodes[index as usize].used, "free of a free block");
-        {
+        debug_assert!(self.is_used(index), "free of a free block");
+        self.set_used(index, false);
+        let (prev, next) = {
             let node = &mut self.nodes[index as usize];
-            node.used = false;
             node.tag = tag;
-        }
-        let prev = self.nodes[index as usize].prev;
-        if prev != NIL && !self.nodes[prev as usize].used {
+            (node.prev, node.next)
+        };
+        // Both neighbours are asked about before either is merged (merging the one before leaves the one
+        // after as it was).
+        let prev_free = prev != NIL && !self.is_used(prev);
+        let next_free = next != NIL && !self.is_used(next);
+        if prev_free {
             self.bin_remove(prev);
             let absorbed = self.nodes[prev as usize].clone();
             let node = &mut self.nodes[index as usize];
@@ -355,8 +375,7 @@ impl<T: BlockTag> RangeAllocator<T> {
             }
             self.recycle(prev);
         }
-        let next = self.nodes[index as usize].next;
-        if next != NIL && !self.nodes[next as usize].used {
+        if next_free {
             self.bin_remove(next);
             let absorbed = self.nodes[next as usize].clone();
             let node = &mut self.nodes[index as usize];
@@ -374,14 +393,15 @@ impl<T: BlockTag> RangeAllocator<T> {
     /// Regions that are wholly free: `(offset, size)` of each.
     pub(crate) fn free_regions(&self) -> Vec<(u64, u64)> {
         self.live_nodes()
-            .filter(|(_, n)| !n.used && n.prev == NIL && n.next == NIL)
+            .filter(|&(i, n)| !self.is_used(i) && n.prev == NIL && n.next == NIL)
             .map(|(_, n)| (n.offset, n.size))
             .collect()
     }
 
     /// Removes the wholly free region that starts at `offset`; returns whether there was one.
     pub(crate) fn remove_free_region(&mut self, offset: u64) -> bool {
-        let found = self.live_nodes().find(|(_, n)| !n.used && n.prev == NIL && n.next == NIL && n.offset == offset);
+        let found =
+            self.live_nodes().find(|&(i, n)| !self.is_used(i) && n.prev == NIL && n.next == NIL && n.offset == offset);
         let Some((index, _)) = found else { return false };
         let size = self.nodes[index as usize].size;
         self.bin_remove(index);
@@ -404,13 +424,13 @@ impl<T: BlockTag> RangeAllocator<T> {
     /// Free blocks: `(offset, size, tag)` of each, in no particular order.
     #[cfg(test)]
     pub(crate) fn free_blocks(&self) -> impl Iterator<Item = (u64, u64, T)> + '_ {
-        self.live_nodes().filter(|(_, n)| !n.used).map(|(_, n)| (n.offset, n.size, n.tag))
+        self.live_nodes().filter(|&(i, _)| !self.is_used(i)).map(|(_, n)| (n.offset, n.size, n.tag))
     }
 
     /// The used block that contains `addr`, as `(offset, size)`, found by a scan (for error messages).
     pub(crate) fn used_block_containing(&self, addr: u64) -> Option<(u64, u64)> {
         self.live_nodes()
-            .find(|(_, n)| n.used && n.offset <= addr && addr < n.offset + n.size)
+            .find(|&(i, n)| self.is_used(i) && n.offset <= addr && addr < n.offset + n.size)
             .map(|(_, n)| (n.offset, n.size))
     }
 
