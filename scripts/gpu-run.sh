@@ -10,7 +10,7 @@
 #   scripts/gpu-run.sh timing-ways            both latency benches with each method timed to the end before the
 #                                             next (--one-cell-at-a-time, --one-at-a-time), to compare with the
 #                                             rounds taking turns that `checks` times, on the same host
-#   scripts/gpu-run.sh churn-parts            where the PyTorch churn's time goes: run.py's churn under the default,
+#   scripts/gpu-run.sh churn-parts [CONF...]  where the PyTorch churn's time goes: run.py's churn under the default,
 #                                             the default without cached blocks for sizes no class serves
 #                                             (cached_waste=0), the hybrid with classes for nearly every size, the
 #                                             dynamic pool alone (every request in a region) and a fixed pool of
@@ -22,7 +22,14 @@
 #                                             PyTorch) under the default, the fixed pool and the before library,
 #                                             with the caches warm and with 4 MiB and 64 MiB written before each
 #                                             round (ABI_EVICT_KIB), twice each in turn: how much of the gap to the
-#                                             fixed pool is the tables going cold between rounds
+#                                             fixed pool is the tables going cold between rounds. With
+#                                             CONFs ("" the default, "before" the library of .gpu/before/), the
+#                                             PyTorch churn under those alone
+#   scripts/gpu-run.sh churn-split [CONF...]  abi_latency's churn with each call timed on its own (ABI_SPLIT=1):
+#                                             frees and allocations of blocks above 4 MiB (region requests under
+#                                             the default) and of the rest, median and mean ns, under the default
+#                                             and each CONF, with the caches warm and with 4 MiB and 64 MiB written
+#                                             before each round, twice each in turn
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -150,6 +157,19 @@ cold_parts() {
     done
 }
 
+# abi_latency's churn with each call timed apart (ABI_SPLIT=1) under the default and each config given.
+churn_split() {
+    local rep evict conf
+    for rep in 1 2; do
+        for evict in 0 4096 65536; do
+            for conf in "" "$@"; do
+                echo "== run $rep  evict $evict KiB  [${conf:-default}]"
+                ABI_SPLIT=1 ABI_EVICT_KIB=$evict VRAMPOOL_CONF=$conf "$B/abi_latency" "$VRAMPOOL_LIB" churn 61 2000
+            done
+        done
+    done
+}
+
 case "${1:-}" in
 checks)
     { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
@@ -167,9 +187,21 @@ checks)
     pack
     ;;
 churn-parts)
+    shift
+    if [ $# -gt 0 ]; then
+        CHURN_PARTS=("$@")
+        phase churn-parts churn_parts
+        cat "$OUT/churn-parts.txt"
+        exit 0
+    fi
     phase churn-parts churn_parts
     phase churn-cold cold_parts
     cat "$OUT/churn-parts.txt" "$OUT/churn-cold.txt"
+    ;;
+churn-split)
+    shift
+    phase churn-split churn_split "$@"
+    cat "$OUT/churn-split.txt"
     ;;
 timing-ways)
     phase cuda-latency-one-at-a-time "$B/vrampool-cuda-bench" --one-cell-at-a-time \
@@ -204,7 +236,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | churn-parts | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac

@@ -16,6 +16,12 @@
  * ABI_EVICT_KIB=N writes N KiB of memory of its own before each round, untimed, so that each round starts
  * with the pool's data pushed out of the nearer caches, as it is on the GPU host where the rounds of the
  * allocator compared run in between (run.py and the CUDA bench take turns). 0 or unset: no eviction.
+ *
+ * ABI_SPLIT=1 (churn only) also times each call of the timed rounds on its own, with the CPU's time-stamp
+ * counter (x86-64), and prints the median and mean nanoseconds of frees and of allocations apart, each for
+ * blocks above 4 MiB (larger than the hybrid's largest class by default: region requests) and for the rest.
+ * The clock reads add their own cost to every call alike (printed as "empty"), so compare the parts with one
+ * another rather than with the median above.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -24,6 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 typedef void *(*alloc_fn)(size_t, int, void *);
 typedef void (*free_fn)(void *, size_t, int, void *);
@@ -69,6 +78,49 @@ static void *must_alloc(size_t size) {
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The time-stamp counter, or 0 where there is none to read. */
+static uint64_t ticks(void) {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
+
+/* The parts ABI_SPLIT times: frees and allocations of blocks above 4 MiB and of the rest, and two clock
+ * reads with nothing between them. */
+enum { FREE_SMALL, FREE_LARGE, ALLOC_SMALL, ALLOC_LARGE, EMPTY, PARTS };
+static const char *const PART_NAMES[PARTS] = {"free <= 4 MiB", "free > 4 MiB", "alloc <= 4 MiB", "alloc > 4 MiB",
+                                              "empty"};
+enum { LARGE = 4 << 20 };
+
+/* Per part, the ticks of each call timed. */
+struct Split {
+    double *ticks[PARTS];
+    size_t count[PARTS];
+};
+
+static void split_add(struct Split *split, int part, uint64_t spent) {
+    split->ticks[part][split->count[part]++] = (double)spent;
+}
+
+/* Prints each part's median and mean in nanoseconds, `ns_per_tick` apart. */
+static void split_print(struct Split *split, double ns_per_tick) {
+    for (int part = 0; part < PARTS; part++) {
+        size_t n = split->count[part];
+        if (n == 0) {
+            continue;
+        }
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            sum += split->ticks[part][i];
+        }
+        qsort(split->ticks[part], n, sizeof(double), by_value);
+        printf("split %-15s %8zu calls: median %7.1f ns, mean %7.1f ns\n", PART_NAMES[part], n,
+               split->ticks[part][n / 2] * ns_per_tick, sum / (double)n * ns_per_tick);
+    }
 }
 
 /* Looks `name` up in `library` and stores it in the function pointer at `out` (ISO C has no cast from the
@@ -159,6 +211,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "no memory for ABI_EVICT_KIB=%s\n", evict_env);
         return 1;
     }
+    struct Split split = {0};
+    int splitting = churn && getenv("ABI_SPLIT") != NULL && strcmp(getenv("ABI_SPLIT"), "1") == 0;
+    if (splitting) {
+        if (ticks() == 0) {
+            fprintf(stderr, "ABI_SPLIT needs the time-stamp counter of an x86-64 CPU\n");
+            return 2;
+        }
+        for (int part = 0; part < PARTS; part++) {
+            split.ticks[part] = malloc(sizeof(double) * (size_t)rounds * (size_t)ops);
+            if (!split.ticks[part]) {
+                fprintf(stderr, "no memory for ABI_SPLIT\n");
+                return 1;
+            }
+        }
+    }
+    double split_start_ns = now_ns();
+    uint64_t split_start_ticks = ticks();
     size_t step = 0;
     for (long r = -1; r < rounds; r++) {
         long count = r < 0 ? WARMUP : ops;
@@ -167,7 +236,21 @@ int main(int argc, char **argv) {
         }
         double start = now_ns();
         for (long i = 0; i < count; i++) {
-            if (churn) {
+            if (churn && splitting && r >= 0) {
+                uint32_t v = victims[step];
+                uint64_t t0 = ticks();
+                vp_free(live[v], live_size[v], 0, NULL);
+                uint64_t t1 = ticks();
+                size_t size = sizes[step++];
+                void *p = must_alloc(size);
+                uint64_t t2 = ticks();
+                uint64_t t3 = ticks();
+                split_add(&split, live_size[v] > LARGE ? FREE_LARGE : FREE_SMALL, t1 - t0);
+                split_add(&split, size > LARGE ? ALLOC_LARGE : ALLOC_SMALL, t2 - t1);
+                split_add(&split, EMPTY, t3 - t2);
+                live_size[v] = size;
+                live[v] = p;
+            } else if (churn) {
                 uint32_t v = victims[step];
                 vp_free(live[v], live_size[v], 0, NULL);
                 live_size[v] = sizes[step++];
@@ -180,9 +263,16 @@ int main(int argc, char **argv) {
             per_op[r] = (now_ns() - start) / (double)count;
         }
     }
+    double split_ns_per_tick = (now_ns() - split_start_ns) / (double)(ticks() - split_start_ticks);
     qsort(per_op, (size_t)rounds, sizeof *per_op, by_value);
     printf("%s: median %.1f ns per operation (p10 %.1f, p90 %.1f) over %ld rounds of %ld\n", argv[2],
            per_op[rounds / 2], per_op[rounds / 10], per_op[rounds * 9 / 10], rounds, ops);
+    if (splitting) {
+        split_print(&split, split_ns_per_tick);
+        for (int part = 0; part < PARTS; part++) {
+            free(split.ticks[part]);
+        }
+    }
     if (churn) {
         for (int i = 0; i < LIVE; i++) {
             vp_free(live[i], live_size[i], 0, NULL);
