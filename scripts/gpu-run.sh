@@ -23,8 +23,8 @@
 #                                             with the caches warm and with 4 MiB and 64 MiB written before each
 #                                             round (ABI_EVICT_KIB), twice each in turn: how much of the gap to the
 #                                             fixed pool is the tables going cold between rounds. With
-#                                             CONFs ("" the default, "before" the library of .gpu/before/), the
-#                                             PyTorch churn under those alone
+#                                             CONFs ("" the default, "before" the library of .gpu/before/,
+#                                             "lib:DIR" that of .gpu/DIR/), the PyTorch churn under those alone
 #   scripts/gpu-run.sh churn-split [CONF...]  abi_latency's churn with each call timed on its own (ABI_SPLIT=1):
 #                                             frees and allocations of blocks above 4 MiB (region requests under
 #                                             the default) and of the rest, median and mean ns, under the default
@@ -98,10 +98,15 @@ live_replays() {
 pick_library() {
     lib=$VRAMPOOL_LIB
     label=${conf:-default}
-    if [ "$conf" = before ]; then
-        [ -f "$B/before/libvrampool_c.so" ] || return 1
-        lib="$PWD/$B/before/libvrampool_c.so"
-        label="default, library of $(cat "$B/before/COMMIT" 2>/dev/null)"
+    local dir=
+    case $conf in
+    before) dir=before ;;
+    lib:*) dir=${conf#lib:} ;;
+    esac
+    if [ -n "$dir" ]; then
+        [ -f "$B/$dir/libvrampool_c.so" ] || return 1
+        lib="$PWD/$B/$dir/libvrampool_c.so"
+        label="default, library of $(cat "$B/$dir/COMMIT" 2>/dev/null || echo "$dir")"
         conf=""
     fi
 }
