@@ -212,7 +212,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct Split split = {0};
-    int splitting = churn && getenv("ABI_SPLIT") != NULL && strcmp(getenv("ABI_SPLIT"), "1") == 0;
+    const char *split_env = getenv("ABI_SPLIT");
+    int splitting = churn && split_env != NULL && strcmp(split_env, "1") == 0;
     if (splitting) {
         if (ticks() == 0) {
             fprintf(stderr, "ABI_SPLIT needs the time-stamp counter of an x86-64 CPU\n");

@@ -145,6 +145,7 @@ impl<T: BlockTag> RangeAllocator<T> {
     fn new_node(&mut self, node: Node<T>) -> u32 {
         match self.recycled.pop() {
             Some(index) => {
+                debug_assert!(!self.is_used(index), "a recycled node was a free block's");
                 self.nodes[index as usize] = node;
                 index
             }
