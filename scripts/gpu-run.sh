@@ -30,6 +30,11 @@
 #                                             the default) and of the rest, median and mean ns, under the default
 #                                             and each CONF, with the caches warm and with 4 MiB and 64 MiB written
 #                                             before each round, twice each in turn
+#   scripts/gpu-run.sh churn-perf [CONF...]   abi_latency's churn with the CPU's counters (ABI_PERF=1): cycles,
+#                                             instructions, mispredicted branches, L1 data, last-level and data-TLB
+#                                             misses per operation, under the default and each CONF ("lib:DIR" the
+#                                             default with .gpu/DIR/'s library), with the caches warm and with 4 MiB
+#                                             written before each round, twice each in turn
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -175,6 +180,20 @@ churn_split() {
     done
 }
 
+# abi_latency's churn with the CPU's counters (ABI_PERF=1) under the default and each config given.
+churn_perf() {
+    local rep evict conf lib label
+    for rep in 1 2; do
+        for evict in 0 4096; do
+            for conf in "" "$@"; do
+                pick_library || continue
+                echo "== run $rep  evict $evict KiB  [$label]"
+                ABI_PERF=1 ABI_EVICT_KIB=$evict VRAMPOOL_CONF=$conf "$B/abi_latency" "$lib" churn 61 2000
+            done
+        done
+    done
+}
+
 case "${1:-}" in
 checks)
     { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
@@ -202,6 +221,11 @@ churn-parts)
     phase churn-parts churn_parts
     phase churn-cold cold_parts
     cat "$OUT/churn-parts.txt" "$OUT/churn-cold.txt"
+    ;;
+churn-perf)
+    shift
+    phase churn-perf churn_perf "$@"
+    cat "$OUT/churn-perf.txt"
     ;;
 churn-split)
     shift
@@ -241,7 +265,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac

@@ -22,7 +22,16 @@
  * blocks above 4 MiB (larger than the hybrid's largest class by default: region requests) and for the rest.
  * The clock reads add their own cost to every call alike (printed as "empty"), so compare the parts with one
  * another rather than with the median above.
+ *
+ * ABI_PERF=1 (Linux) also counts, with the CPU's own counters (perf_event_open, this process's user-space
+ * work only), what the timed rounds cost per operation: cycles, instructions, mispredicted branches, L1 data
+ * misses, last-level misses and data-TLB misses (the writes of ABI_EVICT_KIB are not counted). Where the
+ * machine gives no counters it says so and times as usual. Counters the CPU cannot count at once are shared
+ * out in time by the kernel and scaled back.
  */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* syscall(), for perf_event_open */
+#endif
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -32,6 +41,13 @@
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
+#endif
+#if defined(__linux__)
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 typedef void *(*alloc_fn)(size_t, int, void *);
@@ -122,6 +138,95 @@ static void split_print(struct Split *split, double ns_per_tick) {
                split->ticks[part][n / 2] * ns_per_tick, sum / (double)n * ns_per_tick);
     }
 }
+
+/* The CPU counters ABI_PERF reads. */
+enum { COUNTERS = 6 };
+static const char *const COUNTER_NAMES[COUNTERS] = {"cycles",     "instructions", "branch-misses",
+                                                    "L1d-misses", "LLC-misses",   "dTLB-misses"};
+
+/* Per counter, its file descriptor (-1 where it could not be opened). */
+struct Counters {
+    int fd[COUNTERS];
+    int open;
+};
+
+#if defined(__linux__)
+/* Opens the counters, disabled, for this process's user-space work; returns how many opened (a message on
+ * stderr names the first that did not). */
+static int counters_open(struct Counters *counters) {
+    const uint64_t cache_miss = ((uint64_t)PERF_COUNT_HW_CACHE_OP_READ << 8) |
+                                ((uint64_t)PERF_COUNT_HW_CACHE_RESULT_MISS << 16);
+    const struct {
+        uint32_t type;
+        uint64_t config;
+    } kinds[COUNTERS] = {
+        {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES},
+        {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+        {PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES},
+        {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_L1D | cache_miss},
+        {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
+        {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_DTLB | cache_miss},
+    };
+    counters->open = 0;
+    for (int i = 0; i < COUNTERS; i++) {
+        struct perf_event_attr attr;
+        memset(&attr, 0, sizeof attr);
+        attr.size = sizeof attr;
+        attr.type = kinds[i].type;
+        attr.config = kinds[i].config;
+        attr.disabled = 1;
+        attr.exclude_kernel = 1;
+        attr.exclude_hv = 1;
+        attr.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+        counters->fd[i] = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+        if (counters->fd[i] < 0) {
+            fprintf(stderr, "perf: %s cannot be counted here: %s\n", COUNTER_NAMES[i], strerror(errno));
+        } else {
+            counters->open++;
+        }
+    }
+    return counters->open;
+}
+
+/* Starts (`on`) or stops every open counter. */
+static void counters_switch(const struct Counters *counters, int on) {
+    for (int i = 0; i < COUNTERS; i++) {
+        if (counters->fd[i] >= 0) {
+            ioctl(counters->fd[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+        }
+    }
+}
+
+/* Prints each open counter's count per operation over `operations`, scaled where the kernel shared the
+ * counter out in time. */
+static void counters_print(const struct Counters *counters, double operations) {
+    printf("perf per operation:");
+    for (int i = 0; i < COUNTERS; i++) {
+        uint64_t value[3];
+        if (counters->fd[i] < 0 || read(counters->fd[i], value, sizeof value) != (ssize_t)sizeof value) {
+            printf(" %s -", COUNTER_NAMES[i]);
+            continue;
+        }
+        double scaled = value[2] > 0 ? (double)value[0] * (double)value[1] / (double)value[2] : 0.0;
+        printf(" %s %.2f", COUNTER_NAMES[i], scaled / operations);
+    }
+    printf("\n");
+}
+#else
+static int counters_open(struct Counters *counters) {
+    fprintf(stderr, "perf: CPU counters are read on Linux only\n");
+    counters->open = 0;
+    return 0;
+}
+static void counters_switch(const struct Counters *counters, int on) {
+    (void)counters;
+    (void)on;
+}
+static void counters_print(const struct Counters *counters, double operations) {
+    (void)counters;
+    (void)operations;
+}
+#endif
 
 /* Looks `name` up in `library` and stores it in the function pointer at `out` (ISO C has no cast from the
  * object pointer dlsym returns to a function pointer; POSIX guarantees the representations match). Returns
@@ -227,6 +332,9 @@ int main(int argc, char **argv) {
             }
         }
     }
+    struct Counters counters = {0};
+    const char *perf_env = getenv("ABI_PERF");
+    int counting = perf_env != NULL && strcmp(perf_env, "1") == 0 && counters_open(&counters) > 0;
     double split_start_ns = now_ns();
     uint64_t split_start_ticks = ticks();
     size_t step = 0;
@@ -234,6 +342,9 @@ int main(int argc, char **argv) {
         long count = r < 0 ? WARMUP : ops;
         for (size_t at = 0; at < evict_bytes; at += 64) {
             evict[at] = (unsigned char)(evict[at] + r);
+        }
+        if (counting && r >= 0) {
+            counters_switch(&counters, 1);
         }
         double start = now_ns();
         for (long i = 0; i < count; i++) {
@@ -263,11 +374,17 @@ int main(int argc, char **argv) {
         if (r >= 0) {
             per_op[r] = (now_ns() - start) / (double)count;
         }
+        if (counting && r >= 0) {
+            counters_switch(&counters, 0);
+        }
     }
     double split_ns_per_tick = (now_ns() - split_start_ns) / (double)(ticks() - split_start_ticks);
     qsort(per_op, (size_t)rounds, sizeof *per_op, by_value);
     printf("%s: median %.1f ns per operation (p10 %.1f, p90 %.1f) over %ld rounds of %ld\n", argv[2],
            per_op[rounds / 2], per_op[rounds / 10], per_op[rounds * 9 / 10], rounds, ops);
+    if (counting) {
+        counters_print(&counters, (double)rounds * (double)ops);
+    }
     if (splitting) {
         split_print(&split, split_ns_per_tick);
         for (int part = 0; part < PARTS; part++) {

@@ -38,10 +38,15 @@ fn compile() -> (PathBuf, PathBuf) {
 }
 
 fn run(program: &Path, conf: &str, args: &[&str]) -> Output {
+    run_with(program, conf, args, &[])
+}
+
+fn run_with(program: &Path, conf: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(program)
         .arg(shared_library())
         .args(args)
         .env("VRAMPOOL_CONF", conf)
+        .envs(env.iter().copied())
         .output()
         .expect("the compiled program runs")
 }
@@ -53,6 +58,7 @@ fn the_latency_program_runs_both_patterns_through_the_entry_points_and_leaves_no
     let pair = run(&program, "backend=sim", &["pair", "3", "50", "4096"]);
     let bad = run(&program, "backend=sim,colour=blue", &["pair", "1", "1", "4096"]);
     let usage = run(&program, "backend=sim", &["pair", "1", "1"]);
+    let counted = run_with(&program, "backend=sim", &["churn", "3", "50"], &[("ABI_PERF", "1")]);
     let _ = std::fs::remove_dir_all(&dir);
 
     let text = |output: &Output| {
@@ -80,4 +86,15 @@ fn the_latency_program_runs_both_patterns_through_the_entry_points_and_leaves_no
         text(&bad)
     );
     assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+
+    // With the CPU's counters where the machine gives them, and without (said on stderr) where it does not:
+    // the churn runs and ends clean either way.
+    assert!(counted.status.success(), "{}", text(&counted));
+    let (out, err) = (String::from_utf8_lossy(&counted.stdout), String::from_utf8_lossy(&counted.stderr));
+    assert!(out.contains("churn: median ") && out.ends_with(", 0 live at the end\n"), "{}", text(&counted));
+    assert!(
+        out.contains("perf per operation: cycles ") || err.contains("perf: cycles cannot be counted here"),
+        "{}",
+        text(&counted)
+    );
 }
