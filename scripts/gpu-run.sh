@@ -35,6 +35,12 @@
 #                                             misses per operation, under the default and each CONF ("lib:DIR" the
 #                                             default with .gpu/DIR/'s library), with the caches warm and with 4 MiB
 #                                             written before each round, twice each in turn
+#   scripts/gpu-run.sh churn-pages [CONF...]  whether the pages the pool's tables are spread over cost the churn
+#                                             time: abi_latency's churn (warm, and with 4 MiB written before each
+#                                             round) and the PyTorch churn, under the default and each CONF, each
+#                                             with and without GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (malloc's
+#                                             memory in huge pages, where the kernel's transparent huge pages
+#                                             allow it), in turn, three or four times each
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -194,6 +200,55 @@ churn_perf() {
     done
 }
 
+# The churn with malloc's memory in huge pages and without, under the default and each config given:
+# abi_latency's (four times each, warm and with 4 MiB written before each round), then the PyTorch churn's
+# (three times each). Also says what the kernel allows, and how much of a churn process's memory huge pages held.
+churn_pages() {
+    local rep evict tune conf lib label pid
+    cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag
+    ldd --version | head -1
+    for tune in "" glibc.malloc.hugetlb=1; do
+        GLIBC_TUNABLES=$tune "$B/abi_latency" "$VRAMPOOL_LIB" churn 6000 2000 >/dev/null &
+        pid=$!
+        local most=0 kib
+        while kill -0 "$pid" 2>/dev/null; do
+            kib=$(awk '/AnonHugePages/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null)
+            [ "${kib:-0}" -gt "$most" ] && most=$kib
+            sleep 0.2
+        done
+        wait "$pid"
+        echo "GLIBC_TUNABLES=[$tune]: at most $most KiB of the churn process's memory in huge pages"
+    done
+    for rep in 1 2 3 4; do
+        for evict in 0 4096; do
+            for tune in "" glibc.malloc.hugetlb=1; do
+                for conf in "" "$@"; do
+                    pick_library || continue
+                    printf 'run %s  evict %4s KiB  GLIBC_TUNABLES=[%s]  %-40s ' "$rep" "$evict" "$tune" "$label"
+                    GLIBC_TUNABLES=$tune ABI_EVICT_KIB=$evict VRAMPOOL_CONF=$conf "$B/abi_latency" "$lib" \
+                        churn 61 2000 | head -1
+                done
+            done
+        done
+    done
+    for rep in 1 2 3; do
+        for tune in "" glibc.malloc.hugetlb=1; do
+            for conf in "" "$@"; do
+                pick_library || continue
+                printf 'PyTorch churn, run %s  GLIBC_TUNABLES=[%s]  %-40s ' "$rep" "$tune" "$label"
+                GLIBC_TUNABLES=$tune python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" \
+                    --lib "$lib" --out "$OUT/churn-pages.json" >/dev/null 2>&1 || { echo "run.py failed"; continue; }
+                python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+ns = {r["method"]: r["ns_per_op_median"] for r in rows if r["pattern"] == "churn"}
+print(f"PyTorch {ns[\"pytorch\"]:5.0f} ns  vrampool {ns[\"vrampool\"]:4.0f} ns  {ns[\"pytorch\"] / ns[\"vrampool\"]:5.1f}x")
+' "$OUT/churn-pages.json"
+            done
+        done
+    done
+}
+
 case "${1:-}" in
 checks)
     { date -u; nvidia-smi; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } >"$OUT/machine.txt" 2>&1
@@ -226,6 +281,11 @@ churn-perf)
     shift
     phase churn-perf churn_perf "$@"
     cat "$OUT/churn-perf.txt"
+    ;;
+churn-pages)
+    shift
+    phase churn-pages churn_pages "$@"
+    cat "$OUT/churn-pages.txt"
     ;;
 churn-split)
     shift
@@ -265,7 +325,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | churn-pages [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac
