@@ -134,6 +134,20 @@ CHURN_PARTS=(
     "strategy=fixed,block_size=8MiB,block_count=1100"
     before
 )
+# One line for a run of run.py's churn written to JSON: run REP, LABEL, PyTorch's and vrampool's ns per op, their
+# ratio, vrampool's region requests and both peaks reserved.
+churn_row() {
+    python3 - "$@" <<'PY'
+import json, sys
+result = json.load(open(sys.argv[1]))
+ns = {r["method"]: r["ns_per_op_median"] for r in result["rows"] if r["pattern"] == "churn"}
+pool = result["pools"][0]
+print(f"run {sys.argv[2]}  {sys.argv[3]:<48} PyTorch {ns['pytorch']:5.0f} ns  vrampool {ns['vrampool']:4.0f} ns"
+      f"  {ns['pytorch'] / ns['vrampool']:5.1f}x  region {pool['fallbacks']}"
+      f"  {pool['pytorch_reserved_bytes_peak'] >> 20} / {pool['reserved_bytes_peak'] >> 20} MiB")
+PY
+}
+
 churn_parts() {
     local rep conf label lib
     for rep in 1 2; do
@@ -144,15 +158,7 @@ churn_parts() {
                 echo "run.py failed for [$label]"
                 continue
             fi
-            python3 - "$OUT/churn-parts.json" "$rep" "$label" <<'PY'
-import json, sys
-result = json.load(open(sys.argv[1]))
-ns = {r["method"]: r["ns_per_op_median"] for r in result["rows"] if r["pattern"] == "churn"}
-pool = result["pools"][0]
-print(f"run {sys.argv[2]}  {sys.argv[3]:<48} PyTorch {ns['pytorch']:5.0f} ns  vrampool {ns['vrampool']:4.0f} ns"
-      f"  {ns['pytorch'] / ns['vrampool']:5.1f}x  region {pool['fallbacks']}"
-      f"  {pool['pytorch_reserved_bytes_peak'] >> 20} / {pool['reserved_bytes_peak'] >> 20} MiB")
-PY
+            churn_row "$OUT/churn-parts.json" "$rep" "$label"
         done
     done
 }
@@ -235,15 +241,13 @@ churn_pages() {
         for tune in "" glibc.malloc.hugetlb=1; do
             for conf in "" "$@"; do
                 pick_library || continue
-                printf 'PyTorch churn, run %s  GLIBC_TUNABLES=[%s]  %-40s ' "$rep" "$tune" "$label"
-                GLIBC_TUNABLES=$tune python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" \
-                    --lib "$lib" --out "$OUT/churn-pages.json" >/dev/null 2>&1 || { echo "run.py failed"; continue; }
-                python3 -c '
-import json, sys
-rows = json.load(open(sys.argv[1]))["rows"]
-ns = {r["method"]: r["ns_per_op_median"] for r in rows if r["pattern"] == "churn"}
-print(f"PyTorch {ns[\"pytorch\"]:5.0f} ns  vrampool {ns[\"vrampool\"]:4.0f} ns  {ns[\"pytorch\"] / ns[\"vrampool\"]:5.1f}x")
-' "$OUT/churn-pages.json"
+                label="PyTorch churn, GLIBC_TUNABLES=[$tune], $label"
+                if ! GLIBC_TUNABLES=$tune python3 scripts/torch_latency/run.py --patterns churn --conf "$conf" \
+                    --lib "$lib" --out "$OUT/churn-pages.json" >/dev/null; then
+                    echo "run.py failed for [$label]"
+                    continue
+                fi
+                churn_row "$OUT/churn-pages.json" "$rep" "$label"
             done
         done
     done

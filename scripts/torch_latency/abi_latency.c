@@ -147,12 +147,11 @@ static const char *const COUNTER_NAMES[COUNTERS] = {"cycles",     "instructions"
 /* Per counter, its file descriptor (-1 where it could not be opened). */
 struct Counters {
     int fd[COUNTERS];
-    int open;
 };
 
 #if defined(__linux__)
 /* Opens the counters, disabled, for this process's user-space work; returns how many opened (a message on
- * stderr names the first that did not). */
+ * stderr names each that did not). */
 static int counters_open(struct Counters *counters) {
     const uint64_t cache_miss = ((uint64_t)PERF_COUNT_HW_CACHE_OP_READ << 8) |
                                 ((uint64_t)PERF_COUNT_HW_CACHE_RESULT_MISS << 16);
@@ -167,7 +166,7 @@ static int counters_open(struct Counters *counters) {
         {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES},
         {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_DTLB | cache_miss},
     };
-    counters->open = 0;
+    int open = 0;
     for (int i = 0; i < COUNTERS; i++) {
         struct perf_event_attr attr;
         memset(&attr, 0, sizeof attr);
@@ -182,10 +181,10 @@ static int counters_open(struct Counters *counters) {
         if (counters->fd[i] < 0) {
             fprintf(stderr, "perf: %s cannot be counted here: %s\n", COUNTER_NAMES[i], strerror(errno));
         } else {
-            counters->open++;
+            open++;
         }
     }
-    return counters->open;
+    return open;
 }
 
 /* Starts (`on`) or stops every open counter. */
@@ -198,7 +197,7 @@ static void counters_switch(const struct Counters *counters, int on) {
 }
 
 /* Prints each open counter's count per operation over `operations`, scaled where the kernel shared the
- * counter out in time. */
+ * counter out in time, and closes the counters. */
 static void counters_print(const struct Counters *counters, double operations) {
     printf("perf per operation:");
     for (int i = 0; i < COUNTERS; i++) {
@@ -211,11 +210,16 @@ static void counters_print(const struct Counters *counters, double operations) {
         printf(" %s %.2f", COUNTER_NAMES[i], scaled / operations);
     }
     printf("\n");
+    for (int i = 0; i < COUNTERS; i++) {
+        if (counters->fd[i] >= 0) {
+            close(counters->fd[i]);
+        }
+    }
 }
 #else
 static int counters_open(struct Counters *counters) {
+    (void)counters;
     fprintf(stderr, "perf: CPU counters are read on Linux only\n");
-    counters->open = 0;
     return 0;
 }
 static void counters_switch(const struct Counters *counters, int on) {
