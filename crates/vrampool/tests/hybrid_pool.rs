@@ -365,6 +365,29 @@ fn cached_class_blocks_go_back_to_the_region_before_it_grows() {
     pool.free(a.addr).unwrap();
 }
 
+/// The blocks carved for the classes are the region's memory but not its live allocations: its report lists
+/// only the requests it served itself, a free of a class block's address through the region is refused, and
+/// the region still counts the carved bytes as allocated until the classes give them back.
+#[test]
+fn carved_class_blocks_are_not_the_regions_live_allocations() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(64 * KIB, 4)])).unwrap();
+    let class_block = pool.alloc(64 * KIB).unwrap();
+    let own = pool.alloc(MIB).unwrap();
+    let region = pool.dynamic_region();
+    let listed: Vec<_> = region.report().blocks.iter().map(|b| b.addr).collect();
+    assert_eq!(listed, [own.addr], "only the region's own request");
+    assert_eq!(region.stats().allocated_bytes.current, 64 * KIB + MIB, "the carved block is the region's memory");
+    let before = region.stats();
+    let err = region.free(class_block.addr).unwrap_err();
+    assert!(matches!(err, vrampool::Error::NotLive { addr } if addr == class_block.addr), "{err}");
+    assert_eq!(region.stats(), before, "a refused free changes nothing");
+    pool.free(class_block.addr).unwrap();
+    pool.free(own.addr).unwrap();
+    assert_eq!(region.stats().allocated_bytes.current, 64 * KIB, "the class still holds its block, cached");
+    pool.trim().unwrap();
+    assert_eq!(region.stats().allocated_bytes.current, 0, "the cached block went back with the trim");
+}
+
 /// A steady churn of sizes that classes and region share must settle: once the chunks moved since the last
 /// growth add up to a growth step, the region grows instead of moving more, so moves (a device call each,
 /// hundreds of microseconds on a GPU) stop rather than recur every few dozen operations.

@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 use super::block_cache::BlockCache;
 use super::config::{DynamicConfig, VirtualMemory};
 use super::growth_policy::GrowthPolicy;
+use super::live_tally::LiveTally;
 use super::segment_space::SegmentSpace;
 use super::virtual_space::VirtualSpace;
 use crate::backend::Backend;
@@ -23,7 +24,6 @@ use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
-use crate::thread_slot;
 use crate::units::{MIB, MIN_BLOCK, round_up_to};
 
 /// Segments are sized in multiples of this when the device has no virtual memory (what `cuMemAlloc`
@@ -70,7 +70,14 @@ const MAX_RETIREMENTS: usize = 64;
 #[derive(Debug)]
 struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
+    /// The live allocations, by address.
     live: FxHashMap<u64, LiveBlock>,
+    /// The blocks carved for the cache in front of the pool ([`DynamicPool::allocate_for_cache`]), by
+    /// address, freed only when the cache gives them back. Kept apart from `live`, which every request's
+    /// allocation and free probes: with the hybrid's class blocks in it, `live` held a thousand entries
+    /// where the churn has about seventy live requests, and its probes fetched a line from memory on most
+    /// region requests once the pool's tables had gone cold.
+    carved: FxHashMap<u64, LiveBlock>,
     space: Space,
     /// Bytes a growth ahead of need is getting from the device right now, outside the lock.
     pending: u64,
@@ -99,7 +106,11 @@ pub struct DynamicPool {
     policy: GrowthPolicy,
     state: Mutex<DynamicState>,
     order: StreamOrder,
+    /// Reserved bytes, device calls and rare events (its per-thread counts of live bytes are not used: the
+    /// pool counts those under its lock, in `tally`).
     counters: StatsCounters,
+    /// Live bytes and operations, counted under the lock.
+    tally: LiveTally,
     cache: OnceLock<Arc<dyn BlockCache>>,
 }
 
@@ -157,9 +168,16 @@ impl DynamicPool {
             backend,
             config,
             policy,
-            state: Mutex::new(DynamicState { ranges, live: FxHashMap::default(), space, pending: 0 }),
+            state: Mutex::new(DynamicState {
+                ranges,
+                live: FxHashMap::default(),
+                carved: FxHashMap::default(),
+                space,
+                pending: 0,
+            }),
             order: StreamOrder::default(),
             counters,
+            tally: LiveTally::default(),
             cache: OnceLock::new(),
         })
     }
@@ -183,7 +201,7 @@ impl DynamicPool {
         self.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
         Error::OutOfMemory {
             requested,
-            live: self.counters.allocated(),
+            live: self.tally.allocated(),
             reserved: self.counters.reserved(),
             cap: self.policy.cap,
         }
@@ -244,8 +262,8 @@ impl DynamicPool {
     fn drain_cache(&self, state: &mut DynamicState) {
         let Some(cache) = self.cache.get() else { return };
         for (addr, tag) in cache.drain() {
-            let freed = self.free_locked(state, addr, Some(tag));
-            debug_assert!(freed.is_ok(), "a cached block is a live block of the pool: {freed:?}");
+            let freed = self.free_carved_locked(state, addr, tag);
+            debug_assert!(freed.is_ok(), "a cached block is a block carved for the cache: {freed:?}");
         }
     }
 
@@ -696,25 +714,70 @@ impl DynamicPool {
         Ok(bytes)
     }
 
+    /// Carves a block of `size` bytes for the cache in front of the pool ([`DynamicPool::set_block_cache`]):
+    /// an allocation like any other, but held apart from the live allocations, and freed only when the
+    /// cache gives it back ([`BlockCache::drain`]); [`Pool::free`] does not know its address.
+    pub(crate) fn allocate_for_cache(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation> {
+        self.allocate_into(size, alignment, stream, true)
+    }
+
+    /// Allocates `size` bytes at `alignment` on `stream`, recorded among the blocks carved for the cache
+    /// where `for_cache`, else among the live allocations.
+    fn allocate_into(&self, size: u64, alignment: u64, stream: StreamId, for_cache: bool) -> Result<Allocation> {
+        let request = Request::new(size, alignment)?;
+        if request.span > self.policy.cap {
+            return Err(self.out_of_memory(size));
+        }
+        let stream_index = self.order.index_of(stream);
+        let mut state = self.state.lock();
+        let carved = self.place(&mut state, request)?;
+        if let Err(err) = self.order.order_reuse(&*self.backend, carved.tag, stream_index) {
+            if let Space::Virtual(space) = &mut state.space {
+                space.release_span(carved.offset, carved.size);
+            }
+            state.ranges.free(carved.node, carved.tag);
+            return Err(err);
+        }
+        // The block is the request rounded up to 256 bytes: what it adds fits a byte.
+        let rounding = (carved.size - size) as u8;
+        debug_assert_eq!(u64::from(rounding), carved.size - size);
+        let block = LiveBlock { node: carved.node, stream_index: stream_index as u8, rounding };
+        let map = if for_cache { &mut state.carved } else { &mut state.live };
+        map.insert(carved.offset, block);
+        self.tally.on_allocate(size);
+        Ok(Allocation { addr: carved.offset, size, stream })
+    }
+
     /// Frees the allocation at `addr`; returns the bytes it had requested.
     pub(crate) fn free_sized(&self, addr: u64) -> Result<u64> {
         let mut state = self.state.lock();
-        self.free_locked(&mut state, addr, None)
+        self.free_locked(&mut state, addr)
     }
 
-    /// Frees the allocation at `addr` with the lock held, its memory tagged `tag` (or by its stream now).
-    fn free_locked(&self, state: &mut DynamicState, addr: u64, tag: Option<FreeTag>) -> Result<u64> {
+    /// Frees the allocation at `addr` with the lock held, its memory tagged by its stream now.
+    fn free_locked(&self, state: &mut DynamicState, addr: u64) -> Result<u64> {
         // One lookup: the entry is removed only once the free can no longer fail.
         let entry = match state.live.entry(addr) {
             Entry::Occupied(entry) => entry,
             Entry::Vacant(_) => return Err(self.bad_free(state, addr)),
         };
         let block = *entry.get();
-        let tag = match tag {
-            Some(tag) => tag,
-            None => self.order.tag_free(&*self.backend, usize::from(block.stream_index))?,
-        };
+        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
         entry.remove();
+        shrink_if_sparse(&mut state.live);
+        Ok(self.release_block(state, block, tag))
+    }
+
+    /// Frees the block carved for the cache at `addr`, which the cache gave back with `tag`, with the lock
+    /// held.
+    fn free_carved_locked(&self, state: &mut DynamicState, addr: u64, tag: FreeTag) -> Result<u64> {
+        let Some(block) = state.carved.remove(&addr) else { return Err(self.bad_free(state, addr)) };
+        Ok(self.release_block(state, block, tag))
+    }
+
+    /// Gives the memory of `block`, no longer in either map, back to the range allocator, tagged `tag`;
+    /// returns the bytes it had been requested for.
+    fn release_block(&self, state: &mut DynamicState, block: LiveBlock, tag: FreeTag) -> u64 {
         let (offset, span) = state.ranges.span(block.node);
         let size = block.size(span);
         state.ranges.free(block.node, tag);
@@ -724,13 +787,17 @@ impl DynamicPool {
         {
             StatsCounters::timed(&self.counters.rare.device_time_ns, || self.end_epoch_at_free(space));
         }
-        self.counters.on_free(thread_slot::current(), size);
-        Ok(size)
+        self.tally.on_free(size);
+        size
     }
 
     /// The error for a free of an address that starts no live block.
     #[cold]
     fn bad_free(&self, state: &DynamicState, addr: u64) -> Error {
+        if state.carved.contains_key(&addr) {
+            // A block the cache in front holds: not a live allocation of the pool.
+            return Error::NotLive { addr };
+        }
         if let Some((block, _)) = state.ranges.used_block_containing(addr) {
             return Error::InteriorAddress { addr, block };
         }
@@ -739,6 +806,18 @@ impl DynamicPool {
             Space::Segments(segments) => segments.contains(addr),
         };
         if inside { Error::NotLive { addr } } else { Error::ForeignAddress { addr } }
+    }
+}
+
+/// Shrinks `map` when it holds less than an eighth of what it has room for, to twice what it holds, so that
+/// a burst of allocations (the hybrid's warm-up sends every request to its region) does not leave the map
+/// spread over many more cache lines than its entries need: each probe of a sparse table is a line of its
+/// own, fetched from memory where the pool's tables have gone cold. A shrink moves every entry once, after
+/// at least seven eighths of the entries it had room for were removed: amortised O(1) per free.
+fn shrink_if_sparse<V>(map: &mut FxHashMap<u64, V>) {
+    const SMALLEST: usize = 64;
+    if map.capacity() > SMALLEST && map.len() < map.capacity() / 8 {
+        map.shrink_to((map.len() * 2).max(SMALLEST));
     }
 }
 
@@ -788,26 +867,7 @@ impl Pool for DynamicPool {
     }
 
     fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation> {
-        let request = Request::new(size, alignment)?;
-        if request.span > self.policy.cap {
-            return Err(self.out_of_memory(size));
-        }
-        let stream_index = self.order.index_of(stream);
-        let mut state = self.state.lock();
-        let carved = self.place(&mut state, request)?;
-        if let Err(err) = self.order.order_reuse(&*self.backend, carved.tag, stream_index) {
-            if let Space::Virtual(space) = &mut state.space {
-                space.release_span(carved.offset, carved.size);
-            }
-            state.ranges.free(carved.node, carved.tag);
-            return Err(err);
-        }
-        // The block is the request rounded up to 256 bytes: what it adds fits a byte.
-        let rounding = (carved.size - size) as u8;
-        debug_assert_eq!(u64::from(rounding), carved.size - size);
-        state.live.insert(carved.offset, LiveBlock { node: carved.node, stream_index: stream_index as u8, rounding });
-        self.counters.on_allocate(thread_slot::current(), size);
-        Ok(Allocation { addr: carved.offset, size, stream })
+        self.allocate_into(size, alignment, stream, false)
     }
 
     fn free(&self, addr: u64) -> Result<()> {
@@ -816,13 +876,14 @@ impl Pool for DynamicPool {
 
     fn stats(&self) -> PoolStats {
         let reading = self.counters.read();
+        let tally = self.tally.read();
         let rare = &self.counters.rare;
         PoolStats {
-            allocated_bytes: Stat { current: reading.allocated, peak: reading.allocated_peak },
+            allocated_bytes: Stat { current: tally.allocated, peak: tally.allocated_peak },
             reserved_bytes: Stat { current: reading.reserved, peak: reading.reserved_peak },
-            active_allocations: reading.allocations - reading.frees,
-            allocations: reading.allocations,
-            frees: reading.frees,
+            active_allocations: tally.allocations - tally.frees,
+            allocations: tally.allocations,
+            frees: tally.frees,
             fallbacks: 0,
             fallback_reasons: Default::default(),
             ooms: rare.ooms.load(Ordering::Relaxed),
@@ -916,5 +977,28 @@ impl Drop for DynamicPool {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sparse_map_shrinks_and_keeps_its_entries() {
+        let mut map: FxHashMap<u64, u64> = (0..4096).map(|k| (k << 8, k)).collect();
+        let roomy = map.capacity();
+        for k in 100..4096 {
+            map.remove(&(k << 8));
+            shrink_if_sparse(&mut map);
+        }
+        assert!(map.capacity() < roomy / 8, "{} of {roomy}", map.capacity());
+        assert_eq!(map.len(), 100);
+        assert!((0..100).all(|k| map[&(k << 8)] == k));
+        let mut small: FxHashMap<u64, u64> = (0..8).map(|k| (k, k)).collect();
+        small.remove(&0);
+        let room = small.capacity();
+        shrink_if_sparse(&mut small);
+        assert_eq!(small.capacity(), room, "a map this small is left as it is");
     }
 }

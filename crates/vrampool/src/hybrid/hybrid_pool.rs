@@ -225,7 +225,7 @@ impl HybridPool {
         slot: thread_slot::ThreadSlot,
     ) -> Result<Option<Allocation>> {
         let Some(index) = class.take_empty() else { return Ok(None) };
-        match self.dynamic.allocate(class.block_size(), MIN_BLOCK, stream) {
+        match self.dynamic.allocate_for_cache(class.block_size(), MIN_BLOCK, stream) {
             Ok(block) => {
                 class.set_addr(index, block.addr);
                 core.register(block.addr, class_index, index);
