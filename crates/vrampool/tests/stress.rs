@@ -134,6 +134,11 @@ fn hybrid_pool_with_given_classes_under_eight_threads() {
 }
 
 #[test]
+fn hybrid_pool_draining_its_classes_under_eight_threads() {
+    stress(Shape::HybridDraining);
+}
+
+#[test]
 fn fixed_pool_under_more_threads_than_slots() {
     stress_with(Shape::FixedBackendFallback, MANY_THREADS, MANY_OPS);
 }

@@ -73,6 +73,9 @@ pub enum Shape {
     HybridLearnedVirtual,
     /// Hybrid with given classes (4 KiB, 64 KiB, 1 MiB) on separate segments.
     HybridGivenSegments,
+    /// Hybrid whose classes (4 KiB, 64 KiB, 1 MiB) can cache many blocks, on separate segments capped at
+    /// 24 MiB: the region keeps taking the cached blocks back while other threads claim and free them.
+    HybridDraining,
 }
 
 impl Shape {
@@ -81,7 +84,7 @@ impl Shape {
 
     pub fn granularity(self) -> Option<u64> {
         match self {
-            Shape::DynamicVirtual => Some(64 * KIB),
+            Shape::DynamicVirtual | Shape::HybridLearnedVirtual => Some(64 * KIB),
             _ => None,
         }
     }
@@ -115,6 +118,17 @@ impl Shape {
                     ])
                     .deterministic(true)
                     .dynamic(self.dynamic()),
+            )?),
+            Shape::HybridDraining => Arc::new(HybridPool::new(
+                backend,
+                HybridConfig::default()
+                    .classes(vec![
+                        ClassSpec { block_size: 4 * KIB, block_count: 512 },
+                        ClassSpec { block_size: 64 * KIB, block_count: 128 },
+                        ClassSpec { block_size: MIB, block_count: 32 },
+                    ])
+                    .deterministic(true)
+                    .dynamic(self.dynamic().cap(Cap::Bytes(24 * MIB))),
             )?),
         })
     }
