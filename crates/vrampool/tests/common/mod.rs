@@ -79,8 +79,16 @@ pub enum Shape {
 }
 
 impl Shape {
-    pub const ALL: [Shape; 4] =
-        [Shape::FixedBackendFallback, Shape::FixedReject, Shape::DynamicSegments, Shape::DynamicVirtual];
+    /// Every shape.
+    pub const ALL: [Shape; 7] = [
+        Shape::FixedBackendFallback,
+        Shape::FixedReject,
+        Shape::DynamicSegments,
+        Shape::DynamicVirtual,
+        Shape::HybridLearnedVirtual,
+        Shape::HybridGivenSegments,
+        Shape::HybridDraining,
+    ];
 
     pub fn granularity(self) -> Option<u64> {
         match self {
