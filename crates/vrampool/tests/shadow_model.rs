@@ -155,6 +155,13 @@ proptest! {
     }
 
     #[test]
+    fn hybrid_draining_its_classes_on_segments(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::HybridDraining;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
+
+    #[test]
     fn dynamic_on_virtual_memory(ops in proptest::collection::vec(op(), 1..120)) {
         let shape = Shape::DynamicVirtual;
         run(shape, Device::sim(shape.granularity()), &ops);
