@@ -10,7 +10,7 @@
 //! nearer caches emptied before each round of 2,000 churn operations through the C ABI, the fixed pool ran
 //! 26% faster and the hybrid 7% (docs/BENCHMARKS.md). A free or allocation through a stack touches both.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 use crate::block_stack::{BlockLinks, NONE};
 use crate::error::{Error, Result};
@@ -63,12 +63,12 @@ struct HotRecord {
 #[repr(align(16))]
 struct StackRecord {
     free_tag: AtomicU64,
-    next: crate::sync::AtomicU64,
+    next: AtomicU64,
 }
 
 impl Default for StackRecord {
     fn default() -> Self {
-        StackRecord { free_tag: AtomicU64::new(0), next: crate::sync::AtomicU64::new(u64::from(NONE)) }
+        StackRecord { free_tag: AtomicU64::new(0), next: AtomicU64::new(u64::from(NONE)) }
     }
 }
 
@@ -231,12 +231,12 @@ impl BlockStates {
 
 impl BlockLinks for BlockStates {
     #[inline]
-    fn next(&self, index: u32) -> &crate::sync::AtomicU64 {
+    fn next(&self, index: u32) -> &AtomicU64 {
         &self.stack[index as usize].next
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -266,5 +266,79 @@ mod tests {
         let tag = FreeTag::freed(2, 1 << 56);
         assert!(!states.release_cached(states.live(1, 0x100).unwrap(), tag, 0x100).unwrap(), "too wide: unchanged");
         assert!(states.live(1, 0x100).is_ok());
+    }
+}
+
+/// Model checks of the state word's transitions under every interleaving loom explores
+/// (`RUSTFLAGS="--cfg loom"`): whatever the order, a block is handed to exactly one claimant and freed by
+/// exactly one free.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A block whose free cached it with `tag`.
+    fn cached_block(tag: FreeTag) -> Arc<BlockStates> {
+        let states = Arc::new(BlockStates::new(1));
+        states.mark_live(0, 0, 100);
+        let live = states.live(0, 0x100).unwrap();
+        assert!(states.release_cached(live, tag, 0x100).unwrap());
+        states
+    }
+
+    /// The owner's claim from its hot list against a drain taking the block back: one of them gets it.
+    #[test]
+    fn a_claim_and_a_drain_never_both_take_a_cached_block() {
+        loom::model(|| {
+            let tag = FreeTag::freed(1, 7);
+            let states = cached_block(tag);
+            let drainer = {
+                let states = states.clone();
+                thread::spawn(move || states.uncache(0))
+            };
+            let claimed = states.claim_cached(0, 0, 50);
+            let drained = drainer.join().unwrap();
+            assert!(claimed.is_some() != drained.is_some(), "claimed {claimed:?}, drained {drained:?}");
+            assert_eq!(claimed.or(drained), Some(tag));
+            assert_eq!(states.live(0, 0x100).is_ok(), claimed.is_some(), "live only if claimed");
+        });
+    }
+
+    /// Two threads claiming the same cached block (an owner and a thief): one of them gets it.
+    #[test]
+    fn two_claims_never_both_take_a_cached_block() {
+        loom::model(|| {
+            let states = cached_block(FreeTag::freed(0, 3));
+            let thief = {
+                let states = states.clone();
+                thread::spawn(move || states.claim_cached(0, 0, 60))
+            };
+            let mine = states.claim_cached(0, 0, 70);
+            let theirs = thief.join().unwrap();
+            assert!(mine.is_some() != theirs.is_some(), "both or neither claimed: {mine:?}, {theirs:?}");
+            let size = states.live(0, 0x100).unwrap().size();
+            assert_eq!(size, if mine.is_some() { 70 } else { 60 }, "the winner's request is recorded");
+        });
+    }
+
+    /// The same live block freed by two threads at once (a double free): exactly one free succeeds,
+    /// whether it caches the block or frees it to a stack.
+    #[test]
+    fn a_double_free_from_two_threads_succeeds_once() {
+        loom::model(|| {
+            let states = Arc::new(BlockStates::new(1));
+            states.mark_live(0, 0, 100);
+            let live = states.live(0, 0x100).unwrap();
+            let other = {
+                let states = states.clone();
+                thread::spawn(move || states.release(live, FreeTag::freed(0, 1), 0x100).is_ok())
+            };
+            let mine = states.release_cached(live, FreeTag::freed(0, 2), 0x100).is_ok();
+            let theirs = other.join().unwrap();
+            assert!(mine != theirs, "both or neither free succeeded: {mine}, {theirs}");
+            assert!(states.live(0, 0x100).is_err(), "the block is no longer live");
+            assert_eq!(states.is_cached(0), mine, "cached only by the caching free");
+        });
     }
 }
