@@ -159,6 +159,12 @@ impl AddressMap {
         self.len.load(Ordering::Relaxed)
     }
 
+    /// Changes made to the table so far (each a writer's turn with the sequence number odd).
+    #[cfg(test)]
+    pub(crate) fn writes(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed) / 2
+    }
+
     #[inline]
     fn mask(&self) -> usize {
         self.cells.len() - 1

@@ -171,6 +171,11 @@ impl BlockCache for Core {
             class.drain(&mut drained);
             ends.push(drained.len());
         }
+        if drained.is_empty() {
+            // Nothing was cached after all (a thread claimed back what the region saw): the map is left
+            // alone, so that its writers' lock and sequence number, which every free reads, stay as they were.
+            return Vec::new();
+        }
         // The map finds its entries, and where the entries after them belong, by the records' addresses:
         // they are forgotten only once the map has let go of the blocks.
         self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr), self);
@@ -326,5 +331,21 @@ mod tests {
         assert_eq!(drained[0].0, 0x7000);
         assert!(!core.holds(0x7000));
         assert!(BlockCache::is_empty(&core));
+    }
+
+    /// A drain that finds nothing cached leaves the address map alone: no writer's turn that would make
+    /// the frees reading it at that moment read again.
+    #[test]
+    fn a_drain_of_nothing_leaves_the_map_alone() {
+        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125), fraction(0.5));
+        let class = &core.classes()[0];
+        let index = class.take_empty().unwrap();
+        class.set_addr(index, 0x7000);
+        core.register(0x7000, 0, index);
+        class.mark_live(index, 0, 100);
+        let writes = core.blocks.writes();
+        assert!(core.drain().is_empty());
+        assert_eq!(core.blocks.writes(), writes);
+        assert!(core.holds(0x7000));
     }
 }
