@@ -69,7 +69,7 @@ pub enum Shape {
     DynamicSegments,
     /// One virtual range with 64 KiB chunks, 4 MiB initial, capped at 96 MiB.
     DynamicVirtual,
-    /// Hybrid learning its classes from 24 warm-up requests, on a virtual range with 64 KiB chunks.
+    /// Hybrid learning its classes from 12 warm-up requests, on a virtual range with 64 KiB chunks.
     HybridLearnedVirtual,
     /// Hybrid with given classes (4 KiB, 64 KiB, 1 MiB) on separate segments.
     HybridGivenSegments,
@@ -114,7 +114,7 @@ impl Shape {
             Shape::DynamicSegments | Shape::DynamicVirtual => Arc::new(DynamicPool::new(backend, self.dynamic())?),
             Shape::HybridLearnedVirtual => Arc::new(HybridPool::new(
                 backend,
-                HybridConfig::default().warmup_requests(24).deterministic(true).dynamic(self.dynamic()),
+                HybridConfig::default().warmup_requests(12).deterministic(true).dynamic(self.dynamic()),
             )?),
             Shape::HybridGivenSegments => Arc::new(HybridPool::new(
                 backend,
