@@ -1,6 +1,7 @@
 //! Eight threads, a hundred thousand mixed operations each, on host memory with canaries; blocks are
-//! handed between threads so that frees happen away from their allocations. And eighty threads, more than
-//! there are thread slots (63), so that some share a slot and take its shared paths.
+//! handed between threads so that frees happen away from their allocations. Eighty threads, more than
+//! there are thread slots (63), so that some share a slot and take its shared paths. And eight threads on
+//! four streams, so that blocks freed on one stream are reused on another while the others run.
 
 mod common;
 
@@ -26,10 +27,11 @@ impl Lcg {
 }
 
 fn stress(shape: Shape) {
-    stress_with(shape, THREADS, OPS);
+    stress_with(shape, THREADS, OPS, 1);
 }
 
-fn stress_with(shape: Shape, threads: usize, ops: usize) {
+/// `threads` threads of `ops` operations each on `shape`; thread `t` allocates on stream `t % streams`.
+fn stress_with(shape: Shape, threads: usize, ops: usize, streams: u64) {
     let device = Device::host(shape.granularity());
     let pool = shape.build(&device);
     let exchange: Arc<Mutex<Vec<(Allocation, u64)>>> = Arc::default();
@@ -55,7 +57,7 @@ fn stress_with(shape: Shape, threads: usize, ops: usize) {
                             1..=4 => 4096 + rng.next() % 60_000,
                             _ => 1 + rng.next() % 4096,
                         };
-                        match pool.allocate(size, 256, StreamId::DEFAULT) {
+                        match pool.allocate(size, 256, StreamId(t as u64 % streams)) {
                             Ok(a) => {
                                 let canary = ((t as u64) << 56) | op as u64;
                                 for word in canary_words(&a) {
@@ -140,10 +142,22 @@ fn hybrid_pool_draining_its_classes_under_eight_threads() {
 
 #[test]
 fn fixed_pool_under_more_threads_than_slots() {
-    stress_with(Shape::FixedBackendFallback, MANY_THREADS, MANY_OPS);
+    stress_with(Shape::FixedBackendFallback, MANY_THREADS, MANY_OPS, 1);
 }
 
 #[test]
 fn hybrid_pool_under_more_threads_than_slots() {
-    stress_with(Shape::HybridLearnedVirtual, MANY_THREADS, MANY_OPS);
+    stress_with(Shape::HybridLearnedVirtual, MANY_THREADS, MANY_OPS, 1);
+}
+
+/// Each thread on a stream of its own (four streams), blocks freed by other threads than theirs: reuse
+/// across streams is ordered by events, concurrently with everything else.
+#[test]
+fn hybrid_pool_on_four_streams_under_eight_threads() {
+    stress_with(Shape::HybridDraining, THREADS, OPS, 4);
+}
+
+#[test]
+fn dynamic_pool_on_four_streams_under_eight_threads() {
+    stress_with(Shape::DynamicVirtual, THREADS, OPS, 4);
 }
