@@ -239,6 +239,26 @@ mod tests {
         assert_eq!(ordinals, [0, 5]);
     }
 
+    /// Threads that all use a device for the first time at once all get the same pool.
+    #[test]
+    fn threads_using_a_device_first_at_once_share_one_pool() {
+        let pools = DevicePools::new(Some("backend=host,strategy=dynamic,initial_size=64MiB".into()));
+        let barrier = std::sync::Barrier::new(8);
+        let made: Vec<usize> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        pools.get_or_make(2).unwrap() as *const BackedPool as usize
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert!(made.iter().all(|&p| p == made[0]), "one pool for every thread");
+        assert_eq!(pools.all().count(), 1);
+    }
+
     #[test]
     fn a_bad_config_fails_every_time_naming_the_key() {
         let pools = DevicePools::new(Some("backend=host,colour=blue".into()));
