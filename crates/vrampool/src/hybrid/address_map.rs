@@ -270,8 +270,14 @@ impl AddressMap {
         }
     }
 
-    /// Forgets every address of `addrs`, whose records still say them.
+    /// Forgets every address of `addrs`, whose records still say them. With no address, the table is left
+    /// alone: no writer's turn, which would make every lookup overlapping it read again (a drain that found
+    /// nothing cached, as happens over and over when a pool at its cap keeps asking).
     pub(crate) fn remove_all(&self, addrs: impl IntoIterator<Item = u64>, records: &impl BlockAddrs) {
+        let mut addrs = addrs.into_iter().peekable();
+        if addrs.peek().is_none() {
+            return;
+        }
         let mut spill = self.spill.lock();
         self.write(|| {
             for addr in addrs {

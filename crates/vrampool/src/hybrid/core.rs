@@ -171,11 +171,6 @@ impl BlockCache for Core {
             class.drain(&mut drained);
             ends.push(drained.len());
         }
-        if drained.is_empty() {
-            // Nothing was cached after all (a thread claimed back what the region saw): the map is left
-            // alone, so that its writers' lock and sequence number, which every free reads, stay as they were.
-            return Vec::new();
-        }
         // The map finds its entries, and where the entries after them belong, by the records' addresses:
         // they are forgotten only once the map has let go of the blocks.
         self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr), self);
