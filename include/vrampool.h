@@ -52,7 +52,8 @@ typedef enum {
   VRAMPOOL_STATUS_BAD_ARGUMENT = -1,
   /**
    * The pool cannot serve the request: it would pass the pool's cap, the device has no memory left, or
-   * a fixed pool that rejects oversize requests got one larger than its blocks.
+   * a fixed pool that rejects oversize requests got one larger than its blocks; or (making a pool) the
+   * host has no memory for the pool's per-block records.
    */
   VRAMPOOL_STATUS_OUT_OF_MEMORY = -2,
   /**

@@ -130,9 +130,10 @@ fn pool_status(err: &PoolError) -> Status {
         PoolError::ZeroSize | PoolError::AlignmentNotPowerOfTwo { .. } | PoolError::AlignmentTooLarge { .. } => {
             Status::BadArgument
         }
-        PoolError::OutOfMemory { .. } | PoolError::DeviceOutOfMemory { .. } | PoolError::BlockTooSmall { .. } => {
-            Status::OutOfMemory
-        }
+        PoolError::OutOfMemory { .. }
+        | PoolError::DeviceOutOfMemory { .. }
+        | PoolError::HostOutOfMemory { .. }
+        | PoolError::BlockTooSmall { .. } => Status::OutOfMemory,
         PoolError::NotLive { .. } => Status::NotLive,
         PoolError::ForeignAddress { .. } | PoolError::InteriorAddress { .. } => Status::ForeignAddress,
         PoolError::InvalidConfig { .. } | PoolError::BadConfigString { .. } => Status::BadConfig,
@@ -158,6 +159,10 @@ mod tests {
             (CapiError::Pool(PoolError::AlignmentNotPowerOfTwo { alignment: 3 }), Status::BadArgument),
             (
                 CapiError::Pool(PoolError::OutOfMemory { requested: 1, live: 2, reserved: 3, cap: 4 }),
+                Status::OutOfMemory,
+            ),
+            (
+                CapiError::Pool(PoolError::HostOutOfMemory { what: "block records", count: 1 << 40, bytes: 1 << 44 }),
                 Status::OutOfMemory,
             ),
             (

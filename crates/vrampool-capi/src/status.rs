@@ -11,7 +11,8 @@ pub enum Status {
     /// ordinal out of range, text that is not UTF-8.
     BadArgument = -1,
     /// The pool cannot serve the request: it would pass the pool's cap, the device has no memory left, or
-    /// a fixed pool that rejects oversize requests got one larger than its blocks.
+    /// a fixed pool that rejects oversize requests got one larger than its blocks; or (making a pool) the
+    /// host has no memory for the pool's per-block records.
     OutOfMemory = -2,
     /// A free of the start of a block that is not live: a double free.
     NotLive = -3,

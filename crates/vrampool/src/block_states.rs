@@ -14,6 +14,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 use crate::block_stack::{BlockLinks, NONE};
 use crate::error::{Error, Result};
+use crate::host_table::host_table;
 use crate::stream_order::FreeTag;
 
 /// A block's state word: the live bit, the stream index and the requested size.
@@ -99,12 +100,14 @@ pub(crate) struct BlockStates {
 }
 
 impl BlockStates {
-    /// States for `count` free blocks.
-    pub(crate) fn new(count: u32) -> Self {
-        BlockStates {
-            hot: (0..count).map(|_| HotRecord::default()).collect(),
-            stack: (0..count).map(|_| StackRecord::default()).collect(),
-        }
+    /// States for `count` free blocks; [`Error::HostOutOfMemory`] when the
+    /// host has no room for them.
+    pub(crate) fn new(count: u32) -> Result<Self> {
+        let count = count as usize;
+        Ok(BlockStates {
+            hot: host_table("block records", count, HotRecord::default)?,
+            stack: host_table("block records", count, StackRecord::default)?,
+        })
     }
 
     /// The address recorded for block `index` (0 when none is).
@@ -252,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_cached_block_is_claimed_once() {
-        let states = BlockStates::new(2);
+        let states = BlockStates::new(2).unwrap();
         states.mark_live(1, 2, 300);
         let live = states.live(1, 0x100).unwrap();
         assert!(states.release_cached(live, FreeTag::freed(2, 9), 0x100).unwrap());
@@ -280,7 +283,7 @@ mod loom_tests {
 
     /// A block whose free cached it with `tag`.
     fn cached_block(tag: FreeTag) -> Arc<BlockStates> {
-        let states = Arc::new(BlockStates::new(1));
+        let states = Arc::new(BlockStates::new(1).unwrap());
         states.mark_live(0, 0, 100);
         let live = states.live(0, 0x100).unwrap();
         assert!(states.release_cached(live, tag, 0x100).unwrap());
@@ -327,7 +330,7 @@ mod loom_tests {
     #[test]
     fn a_double_free_from_two_threads_succeeds_once() {
         loom::model(|| {
-            let states = Arc::new(BlockStates::new(1));
+            let states = Arc::new(BlockStates::new(1).unwrap());
             states.mark_live(0, 0, 100);
             let live = states.live(0, 0x100).unwrap();
             let other = {

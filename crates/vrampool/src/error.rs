@@ -159,6 +159,18 @@ pub enum Error {
         message: String,
     },
 
+    /// The host has no memory for a pool's bookkeeping (its per-block records), for example for a class
+    /// of billions of blocks.
+    #[error("no host memory for {what}: {bytes} bytes needed for {count} blocks")]
+    HostOutOfMemory {
+        /// The table that could not be allocated.
+        what: &'static str,
+        /// Blocks it was to record.
+        count: u64,
+        /// Bytes it needed.
+        bytes: u64,
+    },
+
     /// A host-memory read or write outside mapped memory.
     #[error("host memory access of {len} bytes at {addr:#x} touches memory that is not mapped")]
     HostAccess {

@@ -33,6 +33,7 @@ mod dynamic;
 mod error;
 mod fallback_segments;
 mod fixed;
+mod host_table;
 mod hot_list;
 mod hybrid;
 mod pool;

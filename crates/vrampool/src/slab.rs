@@ -31,15 +31,17 @@ pub(crate) struct Slab {
 }
 
 impl Slab {
-    /// `count` free blocks of `block_size` bytes from `base`.
-    pub(crate) fn new(base: u64, block_size: u64, count: u32) -> Self {
-        let states = BlockStates::new(count);
+    /// `count` free blocks of `block_size` bytes from `base`;
+    /// [`Error::HostOutOfMemory`] when the host has no room for their
+    /// records.
+    pub(crate) fn new(base: u64, block_size: u64, count: u32) -> Result<Self> {
+        let states = BlockStates::new(count)?;
         let stacks: Box<[CachePadded<BlockStack>]> =
             (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect();
         for index in (0..count).rev() {
             stacks[SHARED_SLOT].push(&states, index);
         }
-        Slab {
+        Ok(Slab {
             base,
             block_size,
             count,
@@ -48,7 +50,7 @@ impl Slab {
             states,
             stacks,
             hot: HotLists::default(),
-        }
+        })
     }
 
     /// The first address.
@@ -170,7 +172,7 @@ mod tests {
 
     #[test]
     fn blocks_come_out_once_and_go_back() {
-        let slab = Slab::new(1 << 30, 768, 4);
+        let slab = Slab::new(1 << 30, 768, 4).unwrap();
         let slot = crate::thread_slot::current();
         assert!(slot.exclusive);
         assert_eq!(slab.block_alignment(), 256);
@@ -192,7 +194,7 @@ mod tests {
     /// the list's stale entry is skipped afterwards.
     #[test]
     fn another_thread_takes_cached_blocks_and_stale_entries_are_skipped() {
-        let slab = std::sync::Arc::new(Slab::new(1 << 30, 4096, 2));
+        let slab = std::sync::Arc::new(Slab::new(1 << 30, 4096, 2).unwrap());
         let slot = crate::thread_slot::current();
         let (a, _) = slab.take(slot, 0, 10).unwrap();
         let (b, _) = slab.take(slot, 0, 10).unwrap();
@@ -220,7 +222,7 @@ mod tests {
     #[test]
     fn threads_never_hold_a_block_twice() {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let slab = std::sync::Arc::new(Slab::new(1 << 30, 4096, 24));
+        let slab = std::sync::Arc::new(Slab::new(1 << 30, 4096, 24).unwrap());
         let held: std::sync::Arc<Vec<AtomicBool>> =
             std::sync::Arc::new((0..24).map(|_| AtomicBool::new(false)).collect());
         let threads: Vec<_> = (0..4)

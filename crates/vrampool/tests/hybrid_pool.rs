@@ -388,6 +388,28 @@ fn carved_class_blocks_are_not_the_regions_live_allocations() {
     assert_eq!(region.stats().allocated_bytes.current, 0, "the cached block went back with the trim");
 }
 
+/// A class given more blocks than the region's cap could ever hold gets the blocks that fit, not a record
+/// for each block it asked for: a billion 1 MiB blocks would need 16 GB of host memory for their records
+/// (the process aborted making them) where a 512 MiB cap holds 512 such blocks.
+#[test]
+fn a_class_holds_no_more_blocks_than_the_cap_fits() {
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(MIB, 1_000_000_000), (4 * KIB, 8)])).unwrap();
+    let classes = pool.classes();
+    assert_eq!(
+        classes,
+        vec![ClassSpec { block_size: 4 * KIB, block_count: 8 }, ClassSpec { block_size: MIB, block_count: 512 }]
+    );
+    let blocks: Vec<_> = (0..4).map(|_| pool.alloc(MIB).unwrap()).collect();
+    assert_eq!(pool.stats().fallbacks, 0, "the class serves its requests");
+    for block in blocks {
+        pool.free(block.addr).unwrap();
+    }
+    let spec: vrampool::PoolSpec = "strategy=hybrid,classes=256x4294967294,cap=1GiB".parse().unwrap();
+    let pool = spec.build_any(Arc::new(SimDevice::default())).unwrap();
+    let vrampool::AnyPool::Hybrid(pool) = pool else { panic!("a hybrid") };
+    assert_eq!(pool.classes(), vec![ClassSpec { block_size: 256, block_count: 4 * 1024 * 1024 }]);
+}
+
 /// A steady churn of sizes that classes and region share must settle: once the chunks moved since the last
 /// growth add up to a growth step, the region grows instead of moving more, so moves (a device call each,
 /// hundreds of microseconds on a GPU) stop rather than recur every few dozen operations.

@@ -66,7 +66,14 @@ impl FixedPool {
     pub fn new(backend: Arc<dyn Backend>, config: FixedConfig) -> Result<Self> {
         let reservation = segment_bytes(&*backend, config.validate(backend.capacity())?)?;
         let base = backend.allocate_segment(reservation)?;
-        let slab = Slab::new(base, config.block_size, config.block_count as u32);
+        let slab = match Slab::new(base, config.block_size, config.block_count as u32) {
+            Ok(slab) => slab,
+            Err(err) => {
+                // The device gets its memory back: a pool that could not be made holds nothing.
+                let _ = backend.free_segment(base, reservation);
+                return Err(err);
+            }
+        };
         let counters = StatsCounters::default();
         counters.add_reserved(reservation);
         counters.count_call();

@@ -37,14 +37,16 @@ pub(crate) struct ClassCache {
 }
 
 impl ClassCache {
-    /// A class of blocks of `block_size` bytes, at most `capacity` of them, none carved yet.
-    pub(crate) fn new(block_size: u64, capacity: u32) -> Self {
-        let states = BlockStates::new(capacity);
+    /// A class of blocks of `block_size` bytes, at most `capacity` of them, none carved yet;
+    /// [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory) when the host has no room for their
+    /// records.
+    pub(crate) fn new(block_size: u64, capacity: u32) -> Result<Self> {
+        let states = BlockStates::new(capacity)?;
         let empty = BlockStack::default();
         for index in (0..capacity).rev() {
             empty.push(&states, index);
         }
-        ClassCache {
+        Ok(ClassCache {
             block_size,
             capacity,
             states,
@@ -52,7 +54,7 @@ impl ClassCache {
             cached_slots: AtomicU64::new(0),
             hot: HotLists::default(),
             empty,
-        }
+        })
     }
 
     /// Bytes per block.
@@ -205,7 +207,7 @@ mod tests {
 
     #[test]
     fn indices_move_between_empty_cached_and_live() {
-        let class = ClassCache::new(4096, 2);
+        let class = ClassCache::new(4096, 2).unwrap();
         let slot = thread_slot::current();
         assert_eq!(class.take_cached(slot, 0, 100), None);
         let a = class.take_empty().unwrap();

@@ -5,6 +5,7 @@ use super::class_cache::ClassCache;
 use super::config::ClassSpec;
 use super::waste_bound::WasteBound;
 use crate::dynamic::BlockCache;
+use crate::error::Result;
 use crate::stream_order::FreeTag;
 use crate::units::{MIN_BLOCK, log_linear_bin, log_linear_bin_floor};
 
@@ -23,6 +24,13 @@ fn size_bin(span: u64) -> usize {
 /// The smallest span of bin `bin`.
 fn bin_floor(bin: usize) -> u64 {
     log_linear_bin_floor::<BIN_SUB_BITS>(bin) * MIN_BLOCK
+}
+
+/// The blocks class `spec` holds under a cap of `cap` bytes: its count, but no more blocks than fit in
+/// the cap (and at least one), nor more than a block index can number.
+fn capacity_under(spec: &ClassSpec, cap: u64) -> u32 {
+    let fit = (cap / spec.block_size.max(1)).max(1);
+    spec.block_count.min(fit).min(u64::from(u32::MAX - 1)) as u32
 }
 
 /// The class a request goes to ([`Core::class_for`]).
@@ -65,14 +73,14 @@ pub(crate) struct Core {
 impl Core {
     /// A core with a class per spec (block size and capacity), serving requests at most `waste`
     /// smaller than their block, and, from a block already cached, requests at most `cached_waste` smaller
-    /// that no class serves within `waste`.
-    pub(crate) fn new(specs: &[ClassSpec], waste: WasteBound, cached_waste: WasteBound) -> Self {
+    /// that no class serves within `waste`. A class holds at most as many blocks as fit in `cap` bytes,
+    /// the region's cap, however many its spec asks for: no more could ever be carved. An error when the
+    /// host has no room for the blocks' records.
+    pub(crate) fn new(specs: &[ClassSpec], cap: u64, waste: WasteBound, cached_waste: WasteBound) -> Result<Self> {
         let mut specs = specs.to_vec();
         specs.sort_by_key(|c| c.block_size);
-        let classes: Vec<ClassCache> = specs
-            .iter()
-            .map(|c| ClassCache::new(c.block_size, c.block_count.min(u64::from(u32::MAX - 1)) as u32))
-            .collect();
+        let classes: Vec<ClassCache> =
+            specs.iter().map(|c| ClassCache::new(c.block_size, capacity_under(c, cap))).collect::<Result<_>>()?;
         let total_blocks = classes.iter().map(|c| u64::from(c.capacity())).sum();
         let sizes: Box<[u64]> = classes.iter().map(ClassCache::block_size).collect();
         let bins = sizes.last().map_or(0, |&largest| size_bin(largest) + 1);
@@ -90,7 +98,7 @@ impl Core {
             .collect();
         let largest_index = classes.iter().map(|c| c.capacity().saturating_sub(1)).max().unwrap_or(0);
         let blocks = AddressMap::with_capacity(total_blocks, classes.len() as u32, largest_index);
-        Core { classes, sizes, first_in_bin, smallest_served, smallest_cached, blocks, total_blocks }
+        Ok(Core { classes, sizes, first_in_bin, smallest_served, smallest_cached, blocks, total_blocks })
     }
 
     /// Every class, by block size.
@@ -217,9 +225,11 @@ mod tests {
     fn classes_are_found_by_size_within_the_waste_bound() {
         let core = Core::new(
             &[ClassSpec { block_size: 1 << 20, block_count: 4 }, ClassSpec { block_size: 4096, block_count: 4 }],
+            u64::MAX,
             fraction(0.125),
             fraction(0.5),
-        );
+        )
+        .unwrap();
         assert_eq!(serving(core.class_for(4096, 256)), Some(0));
         assert_eq!(serving(core.class_for(3840, 256)), Some(0));
         assert!(matches!(core.class_for(2048, 256), ClassFit::None), "a 4 KiB block wastes too much on 2 KiB");
@@ -262,7 +272,7 @@ mod tests {
             (sparse_and_small(), floored),
         ] {
             let cached_waste = WasteBound { fraction: 0.5, ..waste };
-            let core = Core::new(&specs, waste, cached_waste);
+            let core = Core::new(&specs, u64::MAX, waste, cached_waste).unwrap();
             let sizes: Vec<u64> = core.classes().iter().map(ClassCache::block_size).collect();
             for span in (256..(sizes.last().unwrap() + 8192)).step_by(256) {
                 let next = sizes.iter().position(|&s| s >= span);
@@ -288,7 +298,9 @@ mod tests {
     #[test]
     fn a_drain_leaves_the_live_blocks_findable() {
         let count = 300;
-        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: count }], fraction(0.125), fraction(0.5));
+        let core =
+            Core::new(&[ClassSpec { block_size: 4096, block_count: count }], u64::MAX, fraction(0.125), fraction(0.5))
+                .unwrap();
         let class = &core.classes()[0];
         let slot = crate::thread_slot::current();
         let addr = |index: u32| 0x10_0000 + u64::from(index) * 4096;
@@ -312,7 +324,9 @@ mod tests {
 
     #[test]
     fn blocks_are_found_by_address_until_drained() {
-        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125), fraction(0.5));
+        let core =
+            Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], u64::MAX, fraction(0.125), fraction(0.5))
+                .unwrap();
         let class = &core.classes()[0];
         let index = class.take_empty().unwrap();
         class.set_addr(index, 0x7000);
@@ -332,7 +346,9 @@ mod tests {
     /// the frees reading it at that moment read again.
     #[test]
     fn a_drain_of_nothing_leaves_the_map_alone() {
-        let core = Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], fraction(0.125), fraction(0.5));
+        let core =
+            Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], u64::MAX, fraction(0.125), fraction(0.5))
+                .unwrap();
         let class = &core.classes()[0];
         let index = class.take_empty().unwrap();
         class.set_addr(index, 0x7000);

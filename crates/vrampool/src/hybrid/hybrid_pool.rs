@@ -103,7 +103,7 @@ impl HybridPool {
             config,
         };
         if !learn {
-            pool.install(&pool.config.classes);
+            pool.install(&pool.config.classes)?;
         }
         Ok(pool)
     }
@@ -153,6 +153,8 @@ impl HybridPool {
 
     /// Ends warm-up now: chooses the classes from the requests seen so far. Returns the classes chosen
     /// (the same ones on later calls; the classes given in the configuration when there was no warm-up).
+    /// Should the host have no memory for the chosen classes' records, none is installed and the region
+    /// goes on serving every request ([`HybridPool::classes`] stays empty).
     pub fn freeze(&self) -> LearnedClasses {
         let Some(learner) = self.learner.lock().take() else {
             return self.learned.get().cloned().unwrap_or_else(|| LearnedClasses {
@@ -170,16 +172,21 @@ impl HybridPool {
             headroom: c.slab_headroom,
             max_block: c.max_class_size,
         });
-        self.install(&learned.classes);
+        // The records of learned classes are bounded by the blocks seen live during warm-up; a host out of
+        // memory for them leaves the region serving everything, which is correct, only slower.
+        let _ = self.install(&learned.classes);
         let _ = self.learned.set(learned.clone());
         learned
     }
 
-    /// Installs the core and puts it in front of the region.
-    fn install(&self, classes: &[ClassSpec]) {
-        let core = Arc::new(Core::new(classes, self.config.waste_bound(), self.config.cached_waste_bound()));
+    /// Installs the core and puts it in front of the region; an error, with nothing changed, when the host
+    /// has no memory for the classes' records.
+    fn install(&self, classes: &[ClassSpec]) -> Result<()> {
+        let cap = self.dynamic.growth_policy().cap;
+        let core = Arc::new(Core::new(classes, cap, self.config.waste_bound(), self.config.cached_waste_bound())?);
         self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>);
         let _ = self.core.set(core);
+        Ok(())
     }
 
     /// Serves a request from class `class_index` that the fast path of [`Pool::allocate`] could not:
