@@ -161,8 +161,9 @@ int vrampool_pool_alloc(vrampool_pool *pool, size_t size, size_t alignment, uint
 
 /**
  * Frees the allocation that starts at `addr`. 0 does nothing. A second free gives
- * `VRAMPOOL_STATUS_NOT_LIVE`, an address the pool never handed out `VRAMPOOL_STATUS_FOREIGN_ADDRESS`;
- * either way the pool is left as it was.
+ * `VRAMPOOL_STATUS_NOT_LIVE` (or `VRAMPOOL_STATUS_FOREIGN_ADDRESS` once the block's memory has gone back
+ * to the device or lies inside a later block), an address the pool never handed out
+ * `VRAMPOOL_STATUS_FOREIGN_ADDRESS`; either way the pool is left as it was.
  */
 int vrampool_pool_free(vrampool_pool *pool, uint64_t addr);
 

@@ -154,8 +154,9 @@ pub unsafe extern "C" fn vrampool_pool_alloc(
 }
 
 /// Frees the allocation that starts at `addr`. 0 does nothing. A second free gives
-/// `VRAMPOOL_STATUS_NOT_LIVE`, an address the pool never handed out `VRAMPOOL_STATUS_FOREIGN_ADDRESS`;
-/// either way the pool is left as it was.
+/// `VRAMPOOL_STATUS_NOT_LIVE` (or `VRAMPOOL_STATUS_FOREIGN_ADDRESS` once the block's memory has gone back
+/// to the device or lies inside a later block), an address the pool never handed out
+/// `VRAMPOOL_STATUS_FOREIGN_ADDRESS`; either way the pool is left as it was.
 #[unsafe(no_mangle)]
 pub extern "C" fn vrampool_pool_free(pool: *mut PoolHandle, addr: u64) -> c_int {
     const FUNCTION: &str = "vrampool_pool_free";
