@@ -16,7 +16,9 @@ pub const MAX_CLASSES: usize = 255;
 pub struct ClassSpec {
     /// Bytes per block, a positive multiple of 256.
     pub block_size: u64,
-    /// The most blocks the class holds (its capacity), at least 1.
+    /// The most blocks the class holds (its capacity), at least 1. A pool gives a class no more blocks
+    /// than fit in its region's cap, whatever the count asks for ([`crate::HybridPool::classes`] says
+    /// how many it got).
     pub block_count: u64,
 }
 
