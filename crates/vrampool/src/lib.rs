@@ -41,6 +41,7 @@ mod pool_spec;
 mod range_allocator;
 mod report;
 mod request;
+mod reserved_counters;
 mod slab;
 mod slot_tallies;
 mod stats;

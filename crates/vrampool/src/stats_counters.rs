@@ -1,4 +1,5 @@
-//! The counters behind [`crate::PoolStats`].
+//! The allocation counters behind [`crate::PoolStats`]: allocated bytes (now and at the peak), allocations
+//! and frees. (Reserved bytes and device events: [`crate::reserved_counters`].)
 //!
 //! Each thread slot keeps, in a cache line only its own thread writes (plain loads and stores when the
 //! slot is the thread's alone), its counts of allocations and frees and the allocated bytes it has not yet
@@ -39,30 +40,12 @@ struct SlotCounts {
     high: AtomicI64,
 }
 
-/// Rare events, counted with plain atomics.
-#[derive(Debug, Default)]
-pub(crate) struct RareCounters {
-    pub(crate) fallbacks: AtomicU64,
-    pub(crate) ooms: AtomicU64,
-    pub(crate) growths: AtomicU64,
-    pub(crate) backend_calls: AtomicU64,
-    pub(crate) chunks_moved: AtomicU64,
-    pub(crate) chunks_aliased: AtomicU64,
-    pub(crate) trimmed_bytes: AtomicU64,
-    pub(crate) pre_expansions: AtomicU64,
-    pub(crate) device_time_ns: AtomicU64,
-    pub(crate) wait_time_ns: AtomicU64,
-}
-
-/// Live, peak, reserved and event counters of one pool.
+/// Allocated bytes (live and peak) and the allocations and frees of one pool, counted per thread slot.
 #[derive(Debug)]
 pub(crate) struct StatsCounters {
     allocated: CachePadded<AtomicI64>,
     allocated_peak: CachePadded<AtomicU64>,
     slots: Box<[CachePadded<SlotCounts>]>,
-    reserved: AtomicU64,
-    reserved_peak: AtomicU64,
-    pub(crate) rare: RareCounters,
 }
 
 impl Default for StatsCounters {
@@ -71,9 +54,6 @@ impl Default for StatsCounters {
             allocated: CachePadded::new(AtomicI64::new(0)),
             allocated_peak: CachePadded::new(AtomicU64::new(0)),
             slots: (0..ALL_SLOTS).map(|_| CachePadded::new(SlotCounts::default())).collect(),
-            reserved: AtomicU64::new(0),
-            reserved_peak: AtomicU64::new(0),
-            rare: RareCounters::default(),
         }
     }
 }
@@ -83,8 +63,6 @@ impl Default for StatsCounters {
 pub(crate) struct CounterReading {
     pub(crate) allocated: u64,
     pub(crate) allocated_peak: u64,
-    pub(crate) reserved: u64,
-    pub(crate) reserved_peak: u64,
     pub(crate) allocations: u64,
     pub(crate) frees: u64,
 }
@@ -150,39 +128,10 @@ impl StatsCounters {
         }
     }
 
-    /// Adds `bytes` to the reserved bytes.
-    pub(crate) fn add_reserved(&self, bytes: u64) {
-        let now = self.reserved.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.reserved_peak.fetch_max(now, Ordering::Relaxed);
-    }
-
-    /// Takes `bytes` from the reserved bytes.
-    pub(crate) fn sub_reserved(&self, bytes: u64) {
-        self.reserved.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
-    /// Bytes reserved now.
-    pub(crate) fn reserved(&self) -> u64 {
-        self.reserved.load(Ordering::Relaxed)
-    }
-
     /// Bytes live now.
     pub(crate) fn allocated(&self) -> u64 {
         let pending: i64 = self.slots.iter().map(|c| c.pending.load(Ordering::Relaxed)).sum();
         (self.allocated.load(Ordering::Relaxed) + pending).max(0) as u64
-    }
-
-    /// Counts one backend call.
-    pub(crate) fn count_call(&self) {
-        self.rare.backend_calls.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Runs `work` (device calls or waits made for a caller) and adds its wall time to `total`.
-    pub(crate) fn timed<T>(total: &AtomicU64, work: impl FnOnce() -> T) -> T {
-        let start = std::time::Instant::now();
-        let result = work();
-        total.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        result
     }
 
     /// Reads every counter.
@@ -197,8 +146,6 @@ impl StatsCounters {
         let highest = self.slots.iter().map(|c| c.high.load(Ordering::Relaxed)).max().unwrap_or(0);
         reading.allocated_peak =
             self.allocated_peak.load(Ordering::Relaxed).max(reading.allocated).max((sum + highest).max(0) as u64);
-        reading.reserved = self.reserved();
-        reading.reserved_peak = self.reserved_peak.load(Ordering::Relaxed);
         reading
     }
 }

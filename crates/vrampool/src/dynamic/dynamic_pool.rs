@@ -20,8 +20,8 @@ use crate::pool::{Allocation, Pool};
 use crate::range_allocator::{Carved, NodeId, RangeAllocator};
 use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
 use crate::request::Request;
+use crate::reserved_counters::ReservedCounters;
 use crate::stats::{PoolStats, Stat};
-use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
 use crate::units::{MIB, MIN_BLOCK, round_up_to};
@@ -108,7 +108,7 @@ pub struct DynamicPool {
     order: StreamOrder,
     /// Reserved bytes, device calls and rare events (its per-thread counts of live bytes are not used: the
     /// pool counts those under its lock, in `tally`).
-    counters: StatsCounters,
+    counters: ReservedCounters,
     /// Live bytes and operations, counted under the lock.
     tally: LiveTally,
     cache: OnceLock<Arc<dyn BlockCache>>,
@@ -132,7 +132,7 @@ impl DynamicPool {
         }
         let initial = round_up_to(config.initial_size, unit).unwrap_or(u64::MAX).min(cap / unit * unit);
         let policy = GrowthPolicy { initial_size: initial, factor: config.growth_factor, cap, unit };
-        let counters = StatsCounters::default();
+        let counters = ReservedCounters::default();
         let mut ranges = RangeAllocator::default();
         let space = match granularity {
             Some(g) => {
@@ -230,7 +230,7 @@ impl DynamicPool {
                     drained = true;
                     continue;
                 }
-                let backed = StatsCounters::timed(&self.counters.rare.device_time_ns, || {
+                let backed = ReservedCounters::timed(&self.counters.rare.device_time_ns, || {
                     self.back_chunks(space, pending, missing, request.size)
                 });
                 return match backed {
@@ -251,7 +251,7 @@ impl DynamicPool {
                 // The address range is twice the cap: running out of it means fragmentation beyond repair.
                 Space::Virtual(_) => Err(self.out_of_memory(request.size)),
                 Space::Segments(_) => {
-                    StatsCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
+                    ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
                     state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
                 }
             };
@@ -344,7 +344,7 @@ impl DynamicPool {
             } else {
                 // The cap leaves no room to grow around chunks still in use, or the config says to wait
                 // rather than grow: wait until enough of them are safe.
-                StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_for_idle_chunks(space, own))?;
+                ReservedCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_for_idle_chunks(space, own))?;
                 self.move_chunks(space, space.safe_idle_runs(own), &mut missing)?;
             }
         }
@@ -542,7 +542,7 @@ impl DynamicPool {
         for position in (0..space.retirements().len()).rev() {
             let event = space.retirements()[position].event;
             let done = if needed.contains(&position) {
-                StatsCounters::timed(&self.counters.rare.wait_time_ns, || self.backend.wait_event(event))?;
+                ReservedCounters::timed(&self.counters.rare.wait_time_ns, || self.backend.wait_event(event))?;
                 self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
                 true
             } else {
@@ -785,7 +785,7 @@ impl DynamicPool {
             && space.release_span(offset, span)
             && space.ends_epochs_at_frees()
         {
-            StatsCounters::timed(&self.counters.rare.device_time_ns, || self.end_epoch_at_free(space));
+            ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.end_epoch_at_free(space));
         }
         self.tally.on_free(size);
         size
@@ -875,12 +875,11 @@ impl Pool for DynamicPool {
     }
 
     fn stats(&self) -> PoolStats {
-        let reading = self.counters.read();
         let tally = self.tally.read();
         let rare = &self.counters.rare;
         PoolStats {
             allocated_bytes: Stat { current: tally.allocated, peak: tally.allocated_peak },
-            reserved_bytes: Stat { current: reading.reserved, peak: reading.reserved_peak },
+            reserved_bytes: Stat { current: self.counters.reserved(), peak: self.counters.reserved_peak() },
             active_allocations: tally.allocations - tally.frees,
             allocations: tally.allocations,
             frees: tally.frees,

@@ -10,6 +10,7 @@ use crate::fallback_segments::{FallbackSegments, segment_bytes};
 use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
 use crate::request::Request;
+use crate::reserved_counters::ReservedCounters;
 use crate::slab::Slab;
 use crate::stats::{PoolStats, Stat};
 use crate::stats_counters::StatsCounters;
@@ -59,6 +60,7 @@ pub struct FixedPool {
     fallback_reasons: [AtomicU64; 3],
     order: StreamOrder,
     counters: StatsCounters,
+    device: ReservedCounters,
 }
 
 impl FixedPool {
@@ -74,9 +76,9 @@ impl FixedPool {
                 return Err(err);
             }
         };
-        let counters = StatsCounters::default();
-        counters.add_reserved(reservation);
-        counters.count_call();
+        let device = ReservedCounters::default();
+        device.add_reserved(reservation);
+        device.count_call();
         Ok(FixedPool {
             backend,
             config,
@@ -85,7 +87,8 @@ impl FixedPool {
             fallbacks: FallbackSegments::default(),
             fallback_reasons: Default::default(),
             order: StreamOrder::default(),
-            counters,
+            counters: StatsCounters::default(),
+            device,
         })
     }
 
@@ -124,30 +127,30 @@ impl FixedPool {
                 max: segment_align.max(self.slab.block_alignment()),
             });
         }
-        self.counters.count_call();
+        self.device.count_call();
         let (addr, held) = match self.fallbacks.allocate(&*self.backend, request.span, request.size, stream) {
             Ok(segment) => segment,
             Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(request.size, capacity)),
             Err(err) => return Err(err),
         };
-        self.counters.add_reserved(held);
-        self.counters.rare.fallbacks.fetch_add(1, Ordering::Relaxed);
+        self.device.add_reserved(held);
+        self.device.rare.fallbacks.fetch_add(1, Ordering::Relaxed);
         self.fallback_reasons[reason as usize].fetch_add(1, Ordering::Relaxed);
         self.counters.on_allocate(thread_slot::current(), request.size);
         Ok(Allocation { addr, size: request.size, stream })
     }
 
     fn out_of_memory(&self, requested: u64, cap: u64) -> Error {
-        self.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
-        Error::OutOfMemory { requested, live: self.counters.allocated(), reserved: self.counters.reserved(), cap }
+        self.device.rare.ooms.fetch_add(1, Ordering::Relaxed);
+        Error::OutOfMemory { requested, live: self.counters.allocated(), reserved: self.device.reserved(), cap }
     }
 
     #[cold]
     fn free_outside(&self, addr: u64) -> Result<()> {
         match self.fallbacks.free(&*self.backend, addr) {
             Some(Ok(freed)) => {
-                self.counters.count_call();
-                self.counters.sub_reserved(freed.span);
+                self.device.count_call();
+                self.device.sub_reserved(freed.span);
                 self.counters.on_free(thread_slot::current(), freed.size);
                 Ok(())
             }
@@ -268,10 +271,10 @@ impl Pool for FixedPool {
 
     fn stats(&self) -> PoolStats {
         let reading = self.counters.read();
-        let rare = &self.counters.rare;
+        let rare = &self.device.rare;
         PoolStats {
             allocated_bytes: Stat { current: reading.allocated, peak: reading.allocated_peak },
-            reserved_bytes: Stat { current: reading.reserved, peak: reading.reserved_peak },
+            reserved_bytes: Stat { current: self.device.reserved(), peak: self.device.reserved_peak() },
             active_allocations: reading.allocations - reading.frees,
             allocations: reading.allocations,
             frees: reading.frees,
