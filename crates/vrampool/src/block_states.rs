@@ -100,13 +100,12 @@ pub(crate) struct BlockStates {
 }
 
 impl BlockStates {
-    /// States for `count` free blocks; [`Error::HostOutOfMemory`] when the
-    /// host has no room for them.
+    /// States for `count` free blocks; [`Error::HostOutOfMemory`] when the host has no room for them.
     pub(crate) fn new(count: u32) -> Result<Self> {
         let count = count as usize;
         Ok(BlockStates {
-            hot: host_table("block records", count, HotRecord::default)?,
-            stack: host_table("block records", count, StackRecord::default)?,
+            hot: host_table("block state records", count, HotRecord::default)?,
+            stack: host_table("block stack records", count, StackRecord::default)?,
         })
     }
 

@@ -31,9 +31,8 @@ pub(crate) struct Slab {
 }
 
 impl Slab {
-    /// `count` free blocks of `block_size` bytes from `base`;
-    /// [`Error::HostOutOfMemory`] when the host has no room for their
-    /// records.
+    /// `count` free blocks of `block_size` bytes from `base`; [`Error::HostOutOfMemory`] when the host has
+    /// no room for their records.
     pub(crate) fn new(base: u64, block_size: u64, count: u32) -> Result<Self> {
         let states = BlockStates::new(count)?;
         let stacks: Box<[CachePadded<BlockStack>]> =

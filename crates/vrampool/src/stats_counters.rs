@@ -58,7 +58,8 @@ impl Default for StatsCounters {
     }
 }
 
-/// A reading of the counters.
+/// A reading of a pool's allocation counts: of [`StatsCounters`], or of the dynamic pool's
+/// `LiveTally`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CounterReading {
     pub(crate) allocated: u64,

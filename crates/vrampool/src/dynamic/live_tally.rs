@@ -10,14 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-/// What a [`LiveTally`] says at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct TallyReading {
-    pub(crate) allocated: u64,
-    pub(crate) allocated_peak: u64,
-    pub(crate) allocations: u64,
-    pub(crate) frees: u64,
-}
+use crate::stats_counters::CounterReading;
 
 /// Live bytes, their peak, allocations and frees, written only under the owner's lock.
 #[derive(Debug, Default)]
@@ -66,10 +59,10 @@ impl LiveTally {
         self.counts.allocated.load(Ordering::Relaxed)
     }
 
-    /// Every count.
-    pub(crate) fn read(&self) -> TallyReading {
+    /// Every count, as the per-slot counters read theirs.
+    pub(crate) fn read(&self) -> CounterReading {
         let c = &*self.counts;
-        TallyReading {
+        CounterReading {
             allocated: c.allocated.load(Ordering::Relaxed),
             allocated_peak: c.allocated_peak.load(Ordering::Relaxed),
             allocations: c.allocations.load(Ordering::Relaxed),
@@ -91,7 +84,7 @@ mod tests {
         tally.on_allocate(20);
         assert_eq!(
             tally.read(),
-            TallyReading { allocated: 70, allocated_peak: 150, allocations: 3, frees: 1 },
+            CounterReading { allocated: 70, allocated_peak: 150, allocations: 3, frees: 1 },
             "the peak is the most live at once, not the most allocated"
         );
         assert_eq!(tally.allocated(), 70);

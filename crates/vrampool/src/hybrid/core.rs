@@ -205,6 +205,21 @@ mod tests {
         WasteBound { fraction, floor: 0 }
     }
 
+    /// A core of one class of `count` blocks of 4 KiB, under no cap.
+    fn one_class(count: u64) -> Core {
+        Core::new(&[ClassSpec { block_size: 4096, block_count: count }], u64::MAX, fraction(0.125), fraction(0.5))
+            .unwrap()
+    }
+
+    /// Carves a block of the one class at `addr`: an empty index, its address recorded and mapped.
+    fn carve_at(core: &Core, addr: u64) -> u32 {
+        let class = &core.classes()[0];
+        let index = class.take_empty().unwrap();
+        class.set_addr(index, addr);
+        core.register(addr, 0, index);
+        index
+    }
+
     /// The index of the class that serves the request.
     fn serving(fit: ClassFit<'_>) -> Option<u32> {
         match fit {
@@ -298,16 +313,14 @@ mod tests {
     #[test]
     fn a_drain_leaves_the_live_blocks_findable() {
         let count = 300;
-        let core =
-            Core::new(&[ClassSpec { block_size: 4096, block_count: count }], u64::MAX, fraction(0.125), fraction(0.5))
-                .unwrap();
+        let core = one_class(count);
         let class = &core.classes()[0];
         let slot = crate::thread_slot::current();
         let addr = |index: u32| 0x10_0000 + u64::from(index) * 4096;
-        for _ in 0..count {
-            let index = class.take_empty().unwrap();
-            class.set_addr(index, addr(index));
-            core.register(addr(index), 0, index);
+        for expected in 0..count as u32 {
+            // The empty indices come out in order.
+            let index = carve_at(&core, addr(expected));
+            assert_eq!(index, expected);
             class.mark_live(index, 0, 100);
             if index % 2 == 0 {
                 class.put_back(slot, index, FreeTag::FRESH);
@@ -324,13 +337,9 @@ mod tests {
 
     #[test]
     fn blocks_are_found_by_address_until_drained() {
-        let core =
-            Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], u64::MAX, fraction(0.125), fraction(0.5))
-                .unwrap();
+        let core = one_class(2);
         let class = &core.classes()[0];
-        let index = class.take_empty().unwrap();
-        class.set_addr(index, 0x7000);
-        core.register(0x7000, 0, index);
+        let index = carve_at(&core, 0x7000);
         assert!(core.holds(0x7000));
         assert!(!core.holds(0x8000));
         class.put_back(crate::thread_slot::current(), index, FreeTag::FRESH);
@@ -346,13 +355,9 @@ mod tests {
     /// the frees reading it at that moment read again.
     #[test]
     fn a_drain_of_nothing_leaves_the_map_alone() {
-        let core =
-            Core::new(&[ClassSpec { block_size: 4096, block_count: 2 }], u64::MAX, fraction(0.125), fraction(0.5))
-                .unwrap();
+        let core = one_class(2);
         let class = &core.classes()[0];
-        let index = class.take_empty().unwrap();
-        class.set_addr(index, 0x7000);
-        core.register(0x7000, 0, index);
+        let index = carve_at(&core, 0x7000);
         class.mark_live(index, 0, 100);
         let writes = core.blocks.writes();
         assert!(core.drain().is_empty());
