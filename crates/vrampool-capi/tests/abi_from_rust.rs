@@ -1,18 +1,16 @@
 //! The C functions called from Rust, for what a C test cannot check easily: pools destroyed while other
 //! threads use them, text that is not UTF-8, and JSON that parses.
 
+mod common;
+
 use std::ffi::{CStr, c_char};
 use std::sync::Barrier;
 
+use common::last_error;
 use vrampool_c::{
-    PoolHandle, Status, vrampool_last_error, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_create,
-    vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_stats_json, vrampool_string_free,
+    PoolHandle, Status, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_create, vrampool_pool_destroy,
+    vrampool_pool_free, vrampool_pool_stats_json, vrampool_string_free,
 };
-
-fn last_error() -> String {
-    // SAFETY: the message is a NUL-terminated string of this thread, read before the next call.
-    unsafe { CStr::from_ptr(vrampool_last_error()) }.to_string_lossy().into_owned()
-}
 
 fn create(config: &CStr) -> *mut PoolHandle {
     // SAFETY: `config` is a NUL-terminated string.

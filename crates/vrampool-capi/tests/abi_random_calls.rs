@@ -2,14 +2,17 @@
 //! answers with a status that says what happened, never a caught panic (`VRAMPOOL_STATUS_INTERNAL`), and
 //! the pool's JSON stays valid and its counts right.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ffi::{CStr, CString};
 
+use common::last_error;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use vrampool_c::{
-    PoolHandle, Status, vrampool_last_error, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_create,
-    vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_stats_json, vrampool_pool_trim, vrampool_string_free,
+    PoolHandle, Status, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_create, vrampool_pool_destroy,
+    vrampool_pool_free, vrampool_pool_stats_json, vrampool_pool_trim, vrampool_string_free,
 };
 
 /// Items of config strings: good values of each strategy's keys, values the keys refuse, unknown keys.
@@ -67,11 +70,6 @@ fn call() -> impl Strategy<Value = Call> {
         1 => Just(Call::Trim),
         1 => Just(Call::Stats),
     ]
-}
-
-fn last_error() -> String {
-    // SAFETY: the message is a NUL-terminated string of this thread, read before the next call.
-    unsafe { CStr::from_ptr(vrampool_last_error()) }.to_string_lossy().into_owned()
 }
 
 /// The pool's JSON, parsed.

@@ -150,8 +150,8 @@ fn hybrid_pool_under_more_threads_than_slots() {
     stress_with(Shape::HybridLearnedVirtual, MANY_THREADS, MANY_OPS, 1);
 }
 
-/// Each thread on a stream of its own (four streams), blocks freed by other threads than theirs: reuse
-/// across streams is ordered by events, concurrently with everything else.
+/// Eight threads on four streams (thread `t` on stream `t % 4`), blocks freed by other threads than theirs:
+/// reuse across streams is ordered by events, concurrently with everything else.
 #[test]
 fn hybrid_pool_on_four_streams_under_eight_threads() {
     stress_with(Shape::HybridDraining, THREADS, OPS, 4);

@@ -106,8 +106,7 @@ pub struct DynamicPool {
     policy: GrowthPolicy,
     state: Mutex<DynamicState>,
     order: StreamOrder,
-    /// Reserved bytes, device calls and rare events (its per-thread counts of live bytes are not used: the
-    /// pool counts those under its lock, in `tally`).
+    /// Reserved bytes, device calls and rare events.
     counters: ReservedCounters,
     /// Live bytes and operations, counted under the lock.
     tally: LiveTally,
