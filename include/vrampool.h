@@ -21,7 +21,8 @@
  * hybrid), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
  * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use, classes,
  * warmup, coverage, max_waste, waste_floor, cached_waste, max_classes, max_class_size, headroom,
- * watermark, deterministic. An unknown key or a bad value is an error naming the key.
+ * watermark, deterministic, drain_before_growth. An unknown key or a bad value is an error naming the
+ * key.
  *
  * Functions return a vrampool_status (0 for success) or NULL on failure; vrampool_last_error() says why
  * (per thread). Every function is thread-safe.

@@ -30,7 +30,8 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 /// - dynamic: pages of 2, 8 or 32 MiB × initial size one page or 256 MiB × growth factors 1.01 to 2 × idle
 ///   idle pages reclaimed (waiting for those still in use, or not) or not, on virtual memory;
 /// - hybrid: pages of 2, 8 or 32 MiB × rounding waste 3% or 12.5% × coverage 0.8 or 0.95 × warm-up 1024 or
-///   4096 requests × region growth factor 1.01 to 1.1 (watermark 0.8, the region waiting for idle pages).
+///   4096 requests × region growth factor 1.01 to 1.1 × the classes' free blocks given back before each
+///   growth or only when a growth is refused (watermark 0.8, the region waiting for idle pages).
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -71,15 +72,19 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                     for coverage in COVERAGES {
                         for warmup_requests in WARMUPS {
                             for growth_factor in REGION_GROWTH_FACTORS {
-                                let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
-                                let hybrid = HybridConfig {
-                                    coverage,
-                                    warmup_requests,
-                                    max_rounding_waste,
-                                    dynamic,
-                                    ..HybridConfig::default()
-                                };
-                                specs.push(PoolSpec { strategy, hybrid, page_size: Some(page), ..PoolSpec::default() });
+                                for drain_before_growth in [false, true] {
+                                    let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
+                                    let hybrid = HybridConfig {
+                                        coverage,
+                                        warmup_requests,
+                                        max_rounding_waste,
+                                        drain_before_growth,
+                                        dynamic,
+                                        ..HybridConfig::default()
+                                    };
+                                    let page_size = Some(page);
+                                    specs.push(PoolSpec { strategy, hybrid, page_size, ..PoolSpec::default() });
+                                }
                             }
                         }
                     }

@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrampool::{
-    Backend, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, MIB, Pool, PoolSpec, SimDevice, SimDeviceConfig,
-    StreamId,
+    Backend, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
 };
 use vrampool_trace::{Event, EventKind};
 
@@ -51,10 +50,16 @@ pub fn replay_logged(
     options: &ReplayOptions,
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
-    let page = spec.page_size.unwrap_or(SimDeviceConfig::default().granularity.unwrap_or(2 * MIB));
-    let device = Arc::new(SimDevice::new(
-        SimDeviceConfig::default().capacity(options.capacity).granularity(Some(page)).gpu_lag_us(options.gpu_lag_us),
-    ));
+    let mut config = SimDeviceConfig::default().capacity(options.capacity).gpu_lag_us(options.gpu_lag_us);
+    if let Some(page) = spec.page_size {
+        config = config.page_size(page).map_err(|source| Error::Pool {
+            trace: plan.name.clone(),
+            strategy: spec.strategy.name(),
+            config: spec.to_string(),
+            source: Box::new(source),
+        })?;
+    }
+    let device = Arc::new(SimDevice::new(config));
     let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: None };
     replay_on(plan, spec, options, target, log)
 }
@@ -223,6 +228,7 @@ fn run(pool: &dyn Pool, op: Operation, addrs: &mut [u64], sizes: &mut [u64]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vrampool::MIB;
 
     /// A fixed pool of 4 blocks of 1 MiB; a 16 MiB request between two timeline points takes a fallback
     /// segment that is freed before the next point.

@@ -11,7 +11,7 @@
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false |
+//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic`, `drain_before_growth` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false, false |
 //!
 //! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01 and
 //! which waits for idle pages (`wait_for_idle=true`).
@@ -265,6 +265,7 @@ impl PoolSpec {
             "headroom" => self.hybrid.slab_headroom = number(key, value)?,
             "watermark" => self.hybrid.watermark = number(key, value)?,
             "deterministic" => self.hybrid.deterministic = boolean(key, value)?,
+            "drain_before_growth" => self.hybrid.drain_before_growth = boolean(key, value)?,
             _ => return Err(bad(key, "unknown key")),
         }
         Ok(())
@@ -369,6 +370,7 @@ impl PoolSpec {
             push("headroom", h.slab_headroom.to_string(), d.slab_headroom.to_string());
             push("watermark", h.watermark.to_string(), d.watermark.to_string());
             push("deterministic", h.deterministic.to_string(), d.deterministic.to_string());
+            push("drain_before_growth", h.drain_before_growth.to_string(), d.drain_before_growth.to_string());
         }
         keys
     }
@@ -443,6 +445,7 @@ mod tests {
             "strategy=dynamic,page_size=32MiB,growth_factor=1.1",
             "strategy=hybrid,growth_factor=1.1,warmup=1000,max_waste=0.25,waste_floor=4KiB,max_classes=16,headroom=1.5",
             "strategy=hybrid,cached_waste=0.25",
+            "strategy=hybrid,drain_before_growth=true",
         ] {
             let spec = PoolSpec::parse(text).unwrap();
             assert_eq!(spec.to_string(), text);
@@ -459,6 +462,7 @@ mod tests {
             ("growth_factor=fast", "growth_factor"),
             ("classes=4KiB", "classes"),
             ("deterministic=maybe", "deterministic"),
+            ("drain_before_growth=sometimes", "drain_before_growth"),
             ("watermark", "watermark"),
             ("page_size=3KiB", "page_size"),
             ("waste_floor=lots", "waste_floor"),

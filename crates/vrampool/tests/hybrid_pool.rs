@@ -30,6 +30,7 @@ fn defaults_are_documented() {
     assert_eq!((c.waste_floor, c.max_cached_waste), (16 * KIB, 0.5));
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
+    assert!(!c.drain_before_growth);
 }
 
 #[test]
@@ -311,6 +312,123 @@ fn the_watermark_never_blocks_an_allocation() {
     drop(pool);
 }
 
+/// A hybrid of one class of 64 blocks of 32 KiB over a region on 64 KiB pages of host memory, capped at
+/// `cap`, whose 64 blocks were all carved and the first 32 freed (cached again): 2 MiB reserved, the 32 free
+/// blocks 1 MiB side by side. Returns the device, the pool and the blocks, each filled with its index.
+fn half_cached_class(cap: u64, drain_before_growth: bool) -> (Arc<HostMemory>, HybridPool, Vec<vrampool::Allocation>) {
+    let g = 64 * KIB;
+    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(Some(g))));
+    let config = HybridConfig::default()
+        .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
+        .watermark(1.0)
+        .deterministic(true)
+        .drain_before_growth(drain_before_growth)
+        .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(cap)));
+    let pool = HybridPool::new(host.clone(), config).unwrap();
+    let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        host.fill(b.addr, b.size, i as u64).unwrap();
+    }
+    for b in &blocks[..32] {
+        pool.free(b.addr).unwrap();
+    }
+    assert_eq!(pool.stats().reserved_bytes.current, 32 * g);
+    (host, pool, blocks)
+}
+
+#[test]
+fn by_default_cached_class_blocks_stay_cached_while_the_region_may_grow() {
+    let g = 64 * KIB;
+    let (host, pool, blocks) = half_cached_class(64 * MIB, false);
+    // A 1 MiB request that no class serves: the region grows, and the class keeps its free blocks.
+    let growths = pool.stats().growths;
+    let big = pool.alloc(16 * g).unwrap();
+    host.fill(big.addr, big.size, 0xB1).unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.reserved_bytes.current, 48 * g, "{stats:?}");
+    assert_eq!(stats.growths, growths + 1, "{stats:?}");
+    // The class serves its next 32 requests from those blocks, carving none.
+    let hits = pool.core_hits();
+    let again: Vec<_> = (0..32).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    assert_eq!(pool.core_hits(), hits + 32);
+    let mut reused: Vec<u64> = again.iter().map(|a| a.addr).collect();
+    let mut freed: Vec<u64> = blocks[..32].iter().map(|b| b.addr).collect();
+    reused.sort_unstable();
+    freed.sort_unstable();
+    assert_eq!(reused, freed);
+    for (i, b) in blocks.iter().enumerate().skip(32) {
+        host.check(b.addr, b.size, i as u64).unwrap();
+    }
+    host.check(big.addr, big.size, 0xB1).unwrap();
+    for a in again.iter().chain(&blocks[32..]).chain([&big]) {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(pool.trim().unwrap(), 48 * g);
+    assert_eq!(host.used_bytes(), 0);
+}
+
+#[test]
+fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails() {
+    let g = 64 * KIB;
+    // Room for 8 more pages: the 1 MiB request's 16 cannot be grown, and fit where the cached blocks are.
+    let (host, pool, blocks) = half_cached_class(40 * g, false);
+    let big = pool.alloc(16 * g).unwrap();
+    host.fill(big.addr, big.size, 0xB1).unwrap();
+    let stats = pool.stats();
+    assert_eq!(stats.reserved_bytes.current, 32 * g, "no new memory: {stats:?}");
+    assert_eq!(stats.ooms, 0, "the refused growth is not an answer: {stats:?}");
+    assert!(blocks[..32].iter().any(|b| b.addr == big.addr), "the request took the cached blocks' place");
+    for (i, b) in blocks.iter().enumerate().skip(32) {
+        host.check(b.addr, b.size, i as u64).unwrap();
+    }
+    // With the cached blocks gone and the cap reached, the next request the class cannot carve for goes to
+    // the region, which has no room either: a clear out-of-memory answer, counted once.
+    let err = pool.alloc(16 * g).unwrap_err();
+    assert!(err.is_out_of_memory(), "{err}");
+    assert_eq!(pool.stats().ooms, 1);
+    for a in blocks[32..].iter().chain([&big]) {
+        pool.free(a.addr).unwrap();
+    }
+    pool.trim().unwrap();
+    assert_eq!(host.used_bytes(), 0);
+}
+
+#[test]
+fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
+    // Segments of 2 MiB: the class's 64 blocks of 32 KiB fill the first; a cap of 3 MiB refuses a second.
+    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(None)));
+    let config = HybridConfig::default()
+        .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
+        .watermark(1.0)
+        .deterministic(true)
+        .dynamic(
+            DynamicConfig::default()
+                .initial_size(0)
+                .growth_factor(1.01)
+                .cap(Cap::Bytes(3 * MIB))
+                .virtual_memory(VirtualMemory::Off),
+        );
+    let pool = HybridPool::new(host.clone(), config).unwrap();
+    let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    assert_eq!(pool.stats().reserved_bytes.current, 2 * MIB);
+    for b in &blocks[..32] {
+        pool.free(b.addr).unwrap();
+    }
+    let big = pool.alloc(MIB).unwrap();
+    host.fill(big.addr, big.size, 0xB1).unwrap();
+    let stats = pool.stats();
+    assert_eq!((stats.reserved_bytes.current, stats.ooms), (2 * MIB, 0), "{stats:?}");
+    assert!(blocks[..32].iter().any(|b| b.addr == big.addr), "the request took the cached blocks' place");
+    let err = pool.alloc(MIB).unwrap_err();
+    assert!(err.is_out_of_memory(), "{err}");
+    assert_eq!(pool.stats().ooms, 1);
+    for a in blocks[32..].iter().chain([&big]) {
+        pool.free(a.addr).unwrap();
+    }
+    assert_eq!(pool.trim().unwrap(), 2 * MIB);
+    assert_eq!(host.used_bytes(), 0);
+}
+
 #[test]
 fn cached_class_blocks_go_back_to_the_region_before_it_grows() {
     let g = 64 * KIB;
@@ -319,6 +437,7 @@ fn cached_class_blocks_go_back_to_the_region_before_it_grows() {
         .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
         .watermark(1.0)
         .deterministic(true)
+        .drain_before_growth(true)
         .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(64 * MIB)));
     let pool = HybridPool::new(host.clone(), config).unwrap();
     // Classes hold no memory until their blocks are first used.

@@ -58,6 +58,24 @@ impl SimDeviceConfig {
         self
     }
 
+    /// Maps physical pages of `page` bytes, as the CUDA backend does when given a page size: the
+    /// granularity becomes `page`, which must be a positive multiple of the device's granularity (2 MiB by
+    /// default). An error naming `page_size` otherwise, or on a device without virtual memory.
+    pub fn page_size(mut self, page: u64) -> Result<Self> {
+        match self.granularity {
+            Some(granularity) if page > 0 && page % granularity == 0 => {
+                self.granularity = Some(page);
+                Ok(self)
+            }
+            Some(granularity) => Err(Error::invalid_config(
+                "page_size",
+                page,
+                format!("must be a positive multiple of the device's {granularity}-byte granularity"),
+            )),
+            None => Err(Error::invalid_config("page_size", page, "the device has no virtual memory")),
+        }
+    }
+
     /// Sets the cost model.
     pub fn cost_model(mut self, cost_model: CostModel) -> Self {
         self.cost_model = cost_model;
@@ -370,6 +388,19 @@ mod tests {
         let sim = SimDevice::default();
         assert_eq!(sim.capacity(), 141_000_000_000);
         assert_eq!(sim.granularity(), Some(2 * MIB));
+    }
+
+    #[test]
+    fn pages_are_multiples_of_the_granularity() {
+        let sim = SimDevice::new(SimDeviceConfig::default().page_size(16 * MIB).unwrap());
+        assert_eq!(sim.granularity(), Some(16 * MIB));
+        for page in [0, 3 * MIB] {
+            let err = SimDeviceConfig::default().page_size(page).unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig { field: "page_size", .. }), "{err}");
+            assert!(err.to_string().contains("2097152-byte granularity"), "{err}");
+        }
+        let err = SimDeviceConfig::default().granularity(None).page_size(2 * MIB).unwrap_err();
+        assert!(err.to_string().contains("no virtual memory"), "{err}");
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Free blocks held by a cache in front of a dynamic pool (the hybrid's size classes), which the pool
-//! takes back when it needs memory.
+//! takes back when it runs short of memory.
 
 use crate::stream_order::FreeTag;
 
 /// A holder of free blocks carved from a dynamic pool: the pool asks it to give them all back, with the
-/// tags of the streams that freed them, before it asks the device for more memory or gives up.
+/// tags of the streams that freed them, before it gives up on a request (and, where the cache asked for
+/// that, before it asks the device for more memory).
 pub(crate) trait BlockCache: Send + Sync + std::fmt::Debug {
     /// Gives up every cached free block: `(address, tag)` of each; the pool frees them.
     fn drain(&self) -> Vec<(u64, FreeTag)>;

@@ -110,7 +110,15 @@ pub struct DynamicPool {
     counters: ReservedCounters,
     /// Live bytes and operations, counted under the lock.
     tally: LiveTally,
-    cache: OnceLock<Arc<dyn BlockCache>>,
+    cache: OnceLock<FrontCache>,
+}
+
+/// The cache in front of a pool ([`DynamicPool::set_block_cache`]), and when its blocks are taken back.
+#[derive(Debug)]
+struct FrontCache {
+    blocks: Arc<dyn BlockCache>,
+    /// Before every growth (true), or only when the cap or the device refuses one (false).
+    drain_before_growth: bool,
 }
 
 impl DynamicPool {
@@ -196,8 +204,15 @@ impl DynamicPool {
         matches!(self.state.lock().space, Space::Virtual(_))
     }
 
+    /// The error for a request refused for lack of memory, counted among the pool's out-of-memory answers.
     fn out_of_memory(&self, requested: u64) -> Error {
         self.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
+        self.refusal(requested)
+    }
+
+    /// [`Error::OutOfMemory`] for a growth the cap or the device refused, not counted: the pool may still
+    /// find the memory (in the blocks the cache in front of it gives back) before it answers.
+    fn refusal(&self, requested: u64) -> Error {
         Error::OutOfMemory {
             requested,
             live: self.tally.allocated(),
@@ -206,14 +221,17 @@ impl DynamicPool {
         }
     }
 
-    /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed. Before
-    /// it asks the device for more, it takes back the blocks a cache in front of it holds (once), so that
-    /// cached blocks never make the pool grow.
+    /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed. The
+    /// blocks a cache in front of the pool holds are taken back (once) when the cap or the device refuses
+    /// a growth, so that cached blocks never make a request fail, or before every growth where the cache
+    /// asked for that ([`DynamicPool::set_block_cache`]), so that they never make the pool grow.
     fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
         let mut drained = false;
+        let mut trimmed = false;
         loop {
             // Asked only when the pool would grow: looking costs a pass over the cache.
-            let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.is_empty());
+            let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.blocks.is_empty());
+            let drain_first = self.cache.get().is_some_and(|cache| cache.drain_before_growth);
             if let Some(carved) = state.ranges.allocate(request.span, request.align) {
                 let pending = state.pending;
                 let Space::Virtual(space) = &mut state.space else { return Ok(carved) };
@@ -222,7 +240,11 @@ impl DynamicPool {
                     return Ok(carved);
                 }
                 let need: usize = missing.iter().map(|run| run.len()).sum();
-                if need > space.idle_chunks() && !self.prefers_growth(space, pending, need) && cache_has_blocks() {
+                if drain_first
+                    && need > space.idle_chunks()
+                    && !self.prefers_growth(space, pending, need)
+                    && cache_has_blocks()
+                {
                     space.release_span(carved.offset, carved.size);
                     state.ranges.free(carved.node, carved.tag);
                     self.drain_cache(state);
@@ -232,66 +254,79 @@ impl DynamicPool {
                 let backed = ReservedCounters::timed(&self.counters.rare.device_time_ns, || {
                     self.back_chunks(space, pending, missing, request.size)
                 });
-                return match backed {
-                    Ok(()) => Ok(carved),
-                    Err(err) => {
-                        space.release_span(carved.offset, carved.size);
-                        state.ranges.free(carved.node, carved.tag);
-                        Err(err)
-                    }
-                };
+                let Err(err) = backed else { return Ok(carved) };
+                space.release_span(carved.offset, carved.size);
+                state.ranges.free(carved.node, carved.tag);
+                if !matches!(err, Error::OutOfMemory { .. }) {
+                    return Err(err);
+                }
+                // Refused by the cap or the device: the cache's blocks come back before the pool gives up.
+                if cache_has_blocks() {
+                    self.drain_cache(state);
+                    drained = true;
+                    continue;
+                }
+                return Err(self.out_of_memory(request.size));
             }
+            if (drain_first || matches!(state.space, Space::Virtual(_))) && cache_has_blocks() {
+                self.drain_cache(state);
+                drained = true;
+                continue;
+            }
+            // The address range is twice the cap: running out of it means fragmentation beyond repair.
+            if matches!(state.space, Space::Virtual(_)) {
+                return Err(self.out_of_memory(request.size));
+            }
+            let grown =
+                ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
+            if grown {
+                return state
+                    .ranges
+                    .allocate(request.span, request.align)
+                    .ok_or_else(|| self.out_of_memory(request.size));
+            }
+            // Refused by the cap or the device: first the cache's blocks come back (the request may fit among
+            // them), then wholly free segments go back to the device, and the growth is tried again.
             if cache_has_blocks() {
                 self.drain_cache(state);
                 drained = true;
                 continue;
             }
-            return match state.space {
-                // The address range is twice the cap: running out of it means fragmentation beyond repair.
-                Space::Virtual(_) => Err(self.out_of_memory(request.size)),
-                Space::Segments(_) => {
-                    ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
-                    state.ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size))
-                }
-            };
+            if !trimmed && self.trim_locked(state)? > 0 {
+                trimmed = true;
+                continue;
+            }
+            return Err(self.out_of_memory(request.size));
         }
     }
 
     /// Frees every block the cache in front of the pool holds, with the lock held.
     fn drain_cache(&self, state: &mut DynamicState) {
         let Some(cache) = self.cache.get() else { return };
-        for (addr, tag) in cache.drain() {
+        for (addr, tag) in cache.blocks.drain() {
             let freed = self.free_carved_locked(state, addr, tag);
             debug_assert!(freed.is_ok(), "a cached block is a block carved for the cache: {freed:?}");
         }
     }
 
-    /// Adds a segment that holds `request`; at the cap, or when the device refuses, trims wholly free
-    /// segments and retries once.
-    fn grow_segments(&self, state: &mut DynamicState, request: Request) -> Result<()> {
+    /// Adds a segment that holds `request`; false when the cap or the device refuses it.
+    fn grow_segments(&self, state: &mut DynamicState, request: Request) -> Result<bool> {
         let need =
             request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
-        for attempt in 0..2 {
-            let Space::Segments(segments) = &mut state.space else { unreachable!("segment growth on a virtual range") };
-            if let Some(grow) = self.policy.growth(segments.total() + state.pending, need) {
-                self.counters.count_call();
-                match self.backend.allocate_segment(grow) {
-                    Ok(addr) => {
-                        segments.add(addr, grow);
-                        state.ranges.add_region(addr, grow);
-                        self.counters.add_reserved(grow);
-                        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                    Err(err) if err.is_out_of_memory() => {}
-                    Err(err) => return Err(err),
-                }
+        let Space::Segments(segments) = &mut state.space else { unreachable!("segment growth on a virtual range") };
+        let Some(grow) = self.policy.growth(segments.total() + state.pending, need) else { return Ok(false) };
+        self.counters.count_call();
+        match self.backend.allocate_segment(grow) {
+            Ok(addr) => {
+                segments.add(addr, grow);
+                state.ranges.add_region(addr, grow);
+                self.counters.add_reserved(grow);
+                self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
             }
-            if attempt > 0 || self.trim_locked(state)? == 0 {
-                break;
-            }
+            Err(err) if err.is_out_of_memory() => Ok(false),
+            Err(err) => Err(err),
         }
-        Err(self.out_of_memory(request.size))
     }
 
     /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks, grown
@@ -322,7 +357,7 @@ impl DynamicPool {
         if short > 0 && self.policy.growth(reserved, short).is_none() {
             let trimmable = (idle - own) as u64 * g;
             if trimmable == 0 || self.policy.growth(reserved - trimmable, short).is_none() {
-                return Err(self.out_of_memory(requested));
+                return Err(self.refusal(requested));
             }
             unmap_first = true;
         }
@@ -355,7 +390,7 @@ impl DynamicPool {
         }
         let short = missing.iter().map(|run| run.len() as u64).sum::<u64>() * g;
         let reserved = space.mapped_bytes() + pending;
-        let grow = self.policy.growth(reserved, short).ok_or_else(|| self.out_of_memory(requested))?;
+        let grow = self.policy.growth(reserved, short).ok_or_else(|| self.refusal(requested))?;
         let extra = ((grow - short) / g) as usize;
         let last = missing.len() - 1;
         for (i, run) in missing.into_iter().enumerate() {
@@ -364,7 +399,7 @@ impl DynamicPool {
             self.counters.count_call();
             match self.backend.map(space.chunk_addr(run.start), bytes) {
                 Ok(()) => {}
-                Err(err) if err.is_out_of_memory() => return Err(self.out_of_memory(requested)),
+                Err(err) if err.is_out_of_memory() => return Err(self.refusal(requested)),
                 Err(err) => return Err(err),
             }
             space.set_mapped(run, true);
@@ -617,9 +652,10 @@ impl DynamicPool {
         &self.order
     }
 
-    /// Puts a cache in front of the pool whose blocks are taken back when the pool needs memory (once).
-    pub(crate) fn set_block_cache(&self, cache: Arc<dyn BlockCache>) {
-        let _ = self.cache.set(cache);
+    /// Puts a cache in front of the pool (once) whose blocks the pool takes back when the cap or the device
+    /// refuses a growth, and also before every growth where `drain_before_growth`.
+    pub(crate) fn set_block_cache(&self, cache: Arc<dyn BlockCache>, drain_before_growth: bool) {
+        let _ = self.cache.set(FrontCache { blocks: cache, drain_before_growth });
     }
 
     /// Grows the pool by one step of its growth policy ahead of need, without holding the pool's lock

@@ -6,8 +6,8 @@
 //! cached (a free carved block, in a thread slot's [`HotList`](crate::hot_list::HotList) or on its stack), or live. A thread that
 //! holds its slot alone keeps the blocks it frees last in its hot list and takes them back with one
 //! compare-and-swap on the block's state word. Empty indices wait on their own stack for the next carve.
-//! The dynamic region takes every cached block back when it needs memory ([`ClassCache::drain`]); their
-//! indices become empty again.
+//! The dynamic region takes every cached block back when it runs short of memory ([`ClassCache::drain`]);
+//! their indices become empty again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

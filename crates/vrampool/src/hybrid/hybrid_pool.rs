@@ -59,10 +59,11 @@ impl Route {
 /// where the region would place the request anew.
 ///
 /// The classes' blocks are carved from the region's own memory when first needed, so they share it: when
-/// the region would ask the device for more memory, it first takes back every free block the classes hold
-/// (and on virtual memory moves the pages idle under them to where they are needed). Idle blocks of one
-/// class never hold memory that another class or the region needs, and the hybrid reserves no more than
-/// the region would alone.
+/// the region's cap or the device refuses it memory, it takes back every free block the classes hold (and
+/// on virtual memory moves the pages idle under them to where they are needed), so idle blocks of one class
+/// never make a request of another class or of the region fail. With [`HybridConfig::drain_before_growth`]
+/// it does so before every growth, and the hybrid reserves no more than the region would alone, at the cost
+/// of the classes carving their blocks again.
 ///
 /// When the share of class blocks in use passes [`HybridConfig::watermark`], a background worker grows the
 /// region by one step ahead of need, once per crossing; an allocation never waits for it.
@@ -184,7 +185,7 @@ impl HybridPool {
     fn install(&self, classes: &[ClassSpec]) -> Result<()> {
         let cap = self.dynamic.growth_policy().cap;
         let core = Arc::new(Core::new(classes, cap, self.config.waste_bound(), self.config.cached_waste_bound())?);
-        self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>);
+        self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>, self.config.drain_before_growth);
         let _ = self.core.set(core);
         Ok(())
     }
