@@ -312,34 +312,46 @@ fn the_watermark_never_blocks_an_allocation() {
     drop(pool);
 }
 
-/// A hybrid of one class of 64 blocks of 32 KiB over a region on 64 KiB pages of host memory, capped at
-/// `cap`, whose 64 blocks were all carved and the first 32 freed (cached again): 2 MiB reserved, the 32 free
-/// blocks 1 MiB side by side. Returns the device, the pool and the blocks, each filled with its index.
-fn half_cached_class(cap: u64, drain_before_growth: bool) -> (Arc<HostMemory>, HybridPool, Vec<vrampool::Allocation>) {
-    let g = 64 * KIB;
-    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(Some(g))));
+/// A hybrid of one class of 64 blocks of 32 KiB over a region of host memory capped at `cap`, on pages of
+/// `page` bytes (on segments of 2 MiB where `None`), whose 64 blocks were all carved and the first 32 freed
+/// (cached again): the 32 free blocks lie side by side, 1 MiB. Returns the device, the pool and the blocks,
+/// each filled with its index.
+fn half_cached_class(
+    page: Option<u64>,
+    cap: u64,
+    drain_before_growth: bool,
+) -> (Arc<HostMemory>, HybridPool, Vec<vrampool::Allocation>) {
+    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(page)));
+    let virtual_memory = if page.is_some() { VirtualMemory::Auto } else { VirtualMemory::Off };
+    let region = DynamicConfig::default()
+        .initial_size(0)
+        .growth_factor(1.01)
+        .cap(Cap::Bytes(cap))
+        .virtual_memory(virtual_memory);
     let config = HybridConfig::default()
         .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
         .watermark(1.0)
         .deterministic(true)
         .drain_before_growth(drain_before_growth)
-        .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(cap)));
+        .dynamic(region);
     let pool = HybridPool::new(host.clone(), config).unwrap();
+    // Classes hold no memory until their blocks are first used.
+    assert_eq!(pool.stats().reserved_bytes.current, 0);
     let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
+    assert_eq!(pool.stats().reserved_bytes.current, 2 * MIB);
     for (i, b) in blocks.iter().enumerate() {
         host.fill(b.addr, b.size, i as u64).unwrap();
     }
     for b in &blocks[..32] {
         pool.free(b.addr).unwrap();
     }
-    assert_eq!(pool.stats().reserved_bytes.current, 32 * g);
     (host, pool, blocks)
 }
 
 #[test]
 fn by_default_cached_class_blocks_stay_cached_while_the_region_may_grow() {
     let g = 64 * KIB;
-    let (host, pool, blocks) = half_cached_class(64 * MIB, false);
+    let (host, pool, blocks) = half_cached_class(Some(64 * KIB), 64 * MIB, false);
     // A 1 MiB request that no class serves: the region grows, and the class keeps its free blocks.
     let growths = pool.stats().growths;
     let big = pool.alloc(16 * g).unwrap();
@@ -371,7 +383,7 @@ fn by_default_cached_class_blocks_stay_cached_while_the_region_may_grow() {
 fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails() {
     let g = 64 * KIB;
     // Room for 8 more pages: the 1 MiB request's 16 cannot be grown, and fit where the cached blocks are.
-    let (host, pool, blocks) = half_cached_class(40 * g, false);
+    let (host, pool, blocks) = half_cached_class(Some(g), 40 * g, false);
     let big = pool.alloc(16 * g).unwrap();
     host.fill(big.addr, big.size, 0xB1).unwrap();
     let stats = pool.stats();
@@ -396,29 +408,15 @@ fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails() {
 #[test]
 fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
     // Segments of 2 MiB: the class's 64 blocks of 32 KiB fill the first; a cap of 3 MiB refuses a second.
-    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(None)));
-    let config = HybridConfig::default()
-        .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
-        .watermark(1.0)
-        .deterministic(true)
-        .dynamic(
-            DynamicConfig::default()
-                .initial_size(0)
-                .growth_factor(1.01)
-                .cap(Cap::Bytes(3 * MIB))
-                .virtual_memory(VirtualMemory::Off),
-        );
-    let pool = HybridPool::new(host.clone(), config).unwrap();
-    let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
-    assert_eq!(pool.stats().reserved_bytes.current, 2 * MIB);
-    for b in &blocks[..32] {
-        pool.free(b.addr).unwrap();
-    }
+    let (host, pool, blocks) = half_cached_class(None, 3 * MIB, false);
     let big = pool.alloc(MIB).unwrap();
     host.fill(big.addr, big.size, 0xB1).unwrap();
     let stats = pool.stats();
     assert_eq!((stats.reserved_bytes.current, stats.ooms), (2 * MIB, 0), "{stats:?}");
     assert!(blocks[..32].iter().any(|b| b.addr == big.addr), "the request took the cached blocks' place");
+    for (i, b) in blocks.iter().enumerate().skip(32) {
+        host.check(b.addr, b.size, i as u64).unwrap();
+    }
     let err = pool.alloc(MIB).unwrap_err();
     assert!(err.is_out_of_memory(), "{err}");
     assert_eq!(pool.stats().ooms, 1);
@@ -432,24 +430,7 @@ fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
 #[test]
 fn cached_class_blocks_go_back_to_the_region_before_it_grows() {
     let g = 64 * KIB;
-    let host = Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(Some(g))));
-    let config = HybridConfig::default()
-        .classes(vec![ClassSpec { block_size: 32 * KIB, block_count: 64 }])
-        .watermark(1.0)
-        .deterministic(true)
-        .drain_before_growth(true)
-        .dynamic(DynamicConfig::default().initial_size(0).growth_factor(1.01).cap(Cap::Bytes(64 * MIB)));
-    let pool = HybridPool::new(host.clone(), config).unwrap();
-    // Classes hold no memory until their blocks are first used.
-    assert_eq!(pool.stats().reserved_bytes.current, 0);
-    let blocks: Vec<_> = (0..64).map(|_| pool.alloc(32 * KIB).unwrap()).collect();
-    assert_eq!(pool.stats().reserved_bytes.current, 32 * g);
-    for (i, b) in blocks.iter().enumerate() {
-        host.fill(b.addr, b.size, i as u64).unwrap();
-    }
-    for b in &blocks[..32] {
-        pool.free(b.addr).unwrap();
-    }
+    let (host, pool, blocks) = half_cached_class(Some(g), 64 * MIB, true);
     // Freed class blocks stay cached and are reused at once.
     let again = pool.alloc(32 * KIB).unwrap();
     assert!(blocks[..32].iter().any(|b| b.addr == again.addr));
