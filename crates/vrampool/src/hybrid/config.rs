@@ -105,9 +105,10 @@ pub struct HybridConfig {
     /// of 0.97 to 0.98, against 0.77 to 0.95 at 1.5). 1.01 rather than 1.02: on the bundled traces it
     /// reserves 1.5% less on gpt_train_varlen and 6% less on gpt_serve, on an idle simulated GPU and on one
     /// 5 ms behind alike, for about as many device calls. 1.05 grows less often on the allocating thread: on
-    /// the H200 a churn of log-uniform sizes through PyTorch's entry points ran 10.45 times faster than
-    /// PyTorch's caching allocator instead of 9.0, but ResNet-50 training reserved 5,920 MiB instead of
-    /// 5,712 (docs/BENCHMARKS.md). And with [`DynamicConfig::wait_for_idle`]: on a
+    /// the H200, with the classes' blocks given back before every growth (the default then), a churn of
+    /// log-uniform sizes through PyTorch's entry points ran 10.45 times faster than PyTorch's caching
+    /// allocator instead of 9.0, but ResNet-50 training reserved 5,920 MiB instead of 5,712, as the
+    /// simulation with 16 MiB pages predicts (docs/BENCHMARKS.md). And with [`DynamicConfig::wait_for_idle`]: on a
     /// GPU that runs behind the program, where idle pages still in use cannot be aliased
     /// ([`DynamicConfig::alias_in_use`]: several streams), the region waits for them rather than grow
     /// around them, so it reserves what it would on an idle GPU (simulated 5 ms behind: gpt_train_varlen
