@@ -52,16 +52,21 @@ pub fn replay_logged(
 ) -> Result<ReplayResult> {
     let mut config = SimDeviceConfig::default().capacity(options.capacity).gpu_lag_us(options.gpu_lag_us);
     if let Some(page) = spec.page_size {
-        config = config.page_size(page).map_err(|source| Error::Pool {
-            trace: plan.name.clone(),
-            strategy: spec.strategy.name(),
-            config: spec.to_string(),
-            source: Box::new(source),
-        })?;
+        config = config.page_size(page).map_err(|source| pool_error(plan, spec, source))?;
     }
     let device = Arc::new(SimDevice::new(config));
     let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: None };
     replay_on(plan, spec, options, target, log)
+}
+
+/// The error of the pool `spec` describes, met while replaying `plan`.
+fn pool_error(plan: &ReplayPlan, spec: &PoolSpec, source: PoolError) -> Error {
+    Error::Pool {
+        trace: plan.name.clone(),
+        strategy: spec.strategy.name(),
+        config: spec.to_string(),
+        source: Box::new(source),
+    }
 }
 
 /// The device a replay runs on, and how to read what it has in use.
@@ -85,15 +90,10 @@ pub fn replay_on(
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
     // The config reported is the one given; the replay itself runs the hybrid's background work inline.
-    let config = spec.to_string();
+    let given = spec;
     let mut spec = spec.clone();
     spec.hybrid.deterministic = true;
-    let pool_error = |source: PoolError| Error::Pool {
-        trace: plan.name.clone(),
-        strategy: spec.strategy.name(),
-        config: config.clone(),
-        source: Box::new(source),
-    };
+    let pool_error = |source: PoolError| pool_error(plan, given, source);
     let used_before = target.used_bytes.and_then(|read| read());
     let mut device_peak: Option<u64> = None;
     let probe = |device_peak: &mut Option<u64>| {
@@ -182,7 +182,7 @@ pub fn replay_on(
     Ok(ReplayResult {
         trace: plan.name.clone(),
         strategy: spec.strategy,
-        config,
+        config: given.to_string(),
         events: plan.events,
         operations: (plan.initial.len() + total) as u64,
         peak_live_bytes: stats.allocated_bytes.peak,

@@ -379,36 +379,12 @@ fn by_default_cached_class_blocks_stay_cached_while_the_region_may_grow() {
     assert_eq!(host.used_bytes(), 0);
 }
 
-#[test]
-fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails() {
-    let g = 64 * KIB;
-    // Room for 8 more pages: the 1 MiB request's 16 cannot be grown, and fit where the cached blocks are.
-    let (host, pool, blocks) = half_cached_class(Some(g), 40 * g, false);
-    let big = pool.alloc(16 * g).unwrap();
-    host.fill(big.addr, big.size, 0xB1).unwrap();
-    let stats = pool.stats();
-    assert_eq!(stats.reserved_bytes.current, 32 * g, "no new memory: {stats:?}");
-    assert_eq!(stats.ooms, 0, "the refused growth is not an answer: {stats:?}");
-    assert!(blocks[..32].iter().any(|b| b.addr == big.addr), "the request took the cached blocks' place");
-    for (i, b) in blocks.iter().enumerate().skip(32) {
-        host.check(b.addr, b.size, i as u64).unwrap();
-    }
-    // With the cached blocks gone and the cap reached, the next request the class cannot carve for goes to
-    // the region, which has no room either: a clear out-of-memory answer, counted once.
-    let err = pool.alloc(16 * g).unwrap_err();
-    assert!(err.is_out_of_memory(), "{err}");
-    assert_eq!(pool.stats().ooms, 1);
-    for a in blocks[32..].iter().chain([&big]) {
-        pool.free(a.addr).unwrap();
-    }
-    pool.trim().unwrap();
-    assert_eq!(host.used_bytes(), 0);
-}
-
-#[test]
-fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
-    // Segments of 2 MiB: the class's 64 blocks of 32 KiB fill the first; a cap of 3 MiB refuses a second.
-    let (host, pool, blocks) = half_cached_class(None, 3 * MIB, false);
+/// With the region at `cap` on pages of `page` bytes (segments of 2 MiB where `None`), a 1 MiB request that
+/// no class serves cannot be grown, and fits where the half-cached class's free blocks are: they go back,
+/// with no new memory and no out-of-memory answer counted; the next such request, with nothing left to give
+/// back, is a clear out-of-memory answer, counted once.
+fn cached_class_blocks_go_back_at_the_cap(page: Option<u64>, cap: u64) {
+    let (host, pool, blocks) = half_cached_class(page, cap, false);
     let big = pool.alloc(MIB).unwrap();
     host.fill(big.addr, big.size, 0xB1).unwrap();
     let stats = pool.stats();
@@ -425,6 +401,18 @@ fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
     }
     assert_eq!(pool.trim().unwrap(), 2 * MIB);
     assert_eq!(host.used_bytes(), 0);
+}
+
+#[test]
+fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails() {
+    // Pages of 64 KiB, room for 8 more: the 1 MiB request's 16 cannot be grown.
+    cached_class_blocks_go_back_at_the_cap(Some(64 * KIB), 40 * 64 * KIB);
+}
+
+#[test]
+fn at_the_cap_cached_class_blocks_go_back_before_a_request_fails_on_segments() {
+    // Segments of 2 MiB: the class's 64 blocks of 32 KiB fill the first; a cap of 3 MiB refuses a second.
+    cached_class_blocks_go_back_at_the_cap(None, 3 * MIB);
 }
 
 #[test]

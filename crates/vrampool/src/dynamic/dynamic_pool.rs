@@ -228,10 +228,11 @@ impl DynamicPool {
     fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
         let mut drained = false;
         let mut trimmed = false;
+        // Asked only when the pool would grow.
+        let drain_first = || self.cache.get().is_some_and(|cache| cache.drain_before_growth);
         loop {
             // Asked only when the pool would grow: looking costs a pass over the cache.
             let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.blocks.is_empty());
-            let drain_first = self.cache.get().is_some_and(|cache| cache.drain_before_growth);
             if let Some(carved) = state.ranges.allocate(request.span, request.align) {
                 let pending = state.pending;
                 let Space::Virtual(space) = &mut state.space else { return Ok(carved) };
@@ -240,7 +241,7 @@ impl DynamicPool {
                     return Ok(carved);
                 }
                 let need: usize = missing.iter().map(|run| run.len()).sum();
-                if drain_first
+                if drain_first()
                     && need > space.idle_chunks()
                     && !self.prefers_growth(space, pending, need)
                     && cache_has_blocks()
@@ -268,7 +269,7 @@ impl DynamicPool {
                 }
                 return Err(self.out_of_memory(request.size));
             }
-            if (drain_first || matches!(state.space, Space::Virtual(_))) && cache_has_blocks() {
+            if (drain_first() || matches!(state.space, Space::Virtual(_))) && cache_has_blocks() {
                 self.drain_cache(state);
                 drained = true;
                 continue;

@@ -92,8 +92,8 @@ pub struct HybridConfig {
     /// only when the region's cap or the device refuses a growth, or on [`crate::Pool::trim`] (false).
     /// Default: false. Given back, the blocks hold no memory the region needs, but each class then carves
     /// its blocks again, one region allocation each, as its requests come: on a churn of log-uniform sizes
-    /// from 256 B to 8 MiB through PyTorch's entry points, with 16 MiB pages as on the GPU, a step took 698
-    /// instructions and 3.06 L1 data misses with true against 626 and 2.24 with false, for 1,312 MiB
+    /// from 256 B to 8 MiB through PyTorch's entry points, with 16 MiB pages as on the GPU, a step took 697
+    /// instructions and 3.04 L1 data misses with true against 627 and 2.21 with false, for 1,312 MiB
     /// reserved at the peak instead of 1,248; on the bundled traces with 16 MiB pages false reserves less
     /// on resnet_train_fixed (5,696 MiB against 5,712) and 0.3% more on gpt_train_varlen (39,760 MiB
     /// against 39,648), and as much on gpt_serve (docs/BENCHMARKS.md).
