@@ -26,7 +26,7 @@ fn given(classes: &[(u64, u64)]) -> HybridConfig {
 fn defaults_are_documented() {
     let c = HybridConfig::default();
     assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.1, 0.8));
-    assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 4 * MIB, 1.01));
+    assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 6 * MIB, 1.01));
     assert_eq!((c.waste_floor, c.max_cached_waste), (16 * KIB, 0.5));
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
