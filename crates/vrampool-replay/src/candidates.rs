@@ -106,3 +106,37 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
     }
     specs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hybrid_is_tried_with_each_largest_class_and_each_drain_policy_on_every_page_size() {
+        let specs = candidates(Strategy::Hybrid, &ReplayPlan::default(), 141 << 30);
+        assert_eq!(
+            specs.len(),
+            PAGE_SIZES.len()
+                * MAX_WASTES.len()
+                * COVERAGES.len()
+                * WARMUPS.len()
+                * REGION_GROWTH_FACTORS.len()
+                * 2
+                * MAX_CLASS_SIZES.len()
+        );
+        assert_eq!(HybridConfig::default().max_class_size, MAX_CLASS_SIZES[0], "the default is among those tried");
+        for page in PAGE_SIZES {
+            for max_class_size in MAX_CLASS_SIZES {
+                for drain in [false, true] {
+                    assert!(
+                        specs.iter().any(|s| s.page_size == Some(page)
+                            && s.hybrid.max_class_size == max_class_size
+                            && s.hybrid.drain_before_growth == drain),
+                        "no candidate with {page} B pages, classes up to {max_class_size} B, drain {drain}"
+                    );
+                }
+            }
+        }
+        assert!(specs.iter().all(|s| s.hybrid.dynamic.cap == Cap::Fraction(0.8)));
+    }
+}

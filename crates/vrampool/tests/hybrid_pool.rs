@@ -169,6 +169,31 @@ fn classes_are_learned_at_the_end_of_warm_up() {
 }
 
 #[test]
+fn by_default_classes_are_learned_up_to_6_mib_and_larger_requests_go_to_the_region() {
+    let config = HybridConfig::default().warmup_requests(40).deterministic(true).dynamic(region(VirtualMemory::Auto));
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+    // Warm-up: 20 requests of 5 MiB and 20 of 7 MiB, two of each live at a time.
+    for _ in 0..10 {
+        let held = [5 * MIB, 5 * MIB, 7 * MIB, 7 * MIB].map(|size| pool.alloc(size).unwrap());
+        for a in held {
+            pool.free(a.addr).unwrap();
+        }
+    }
+    let learned = pool.learned_classes().expect("learned at the 40th request").clone();
+    let sizes: Vec<u64> = learned.classes.iter().map(|c| c.block_size).collect();
+    assert_eq!(sizes, vec![5 * MIB], "7 MiB is above the largest class");
+    let fallbacks = pool.stats().fallbacks;
+    let classed = pool.alloc(5 * MIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, fallbacks, "5 MiB is served by its class");
+    let large = pool.alloc(7 * MIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, fallbacks + 1);
+    assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1));
+    pool.free(classed.addr).unwrap();
+    pool.free(large.addr).unwrap();
+    assert_eq!(pool.stats().allocated_bytes.current, 0);
+}
+
+#[test]
 fn freeze_ends_warm_up_early() {
     let config =
         HybridConfig::default().max_rounding_waste(0.125).deterministic(true).dynamic(region(VirtualMemory::Off));
