@@ -26,7 +26,7 @@
 #                                             CONFs ("" the default, "before" the library of .gpu/before/,
 #                                             "lib:DIR" that of .gpu/DIR/), the PyTorch churn under those alone
 #   scripts/gpu-run.sh churn-split [CONF...]  abi_latency's churn with each call timed on its own (ABI_SPLIT=1):
-#                                             frees and allocations of blocks above 6 MiB (region requests under
+#                                             frees and allocations of blocks above 4 MiB (region requests under
 #                                             the default) and of the rest, median and mean ns, under the default
 #                                             and each CONF, with the caches warm and with 4 MiB and 64 MiB written
 #                                             before each round, twice each in turn

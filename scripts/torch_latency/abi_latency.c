@@ -19,7 +19,7 @@
  *
  * ABI_SPLIT=1 (churn only) also times each call of the timed rounds on its own, with the CPU's time-stamp
  * counter (x86-64), and prints the median and mean nanoseconds of frees and of allocations apart, each for
- * blocks above 6 MiB (larger than the hybrid's largest class by default: region requests) and for the rest.
+ * blocks above 4 MiB (larger than the hybrid's largest class by default: region requests) and for the rest.
  * The clock reads add their own cost to every call alike (printed as "empty"), so compare the parts with one
  * another rather than with the median above.
  *
@@ -105,12 +105,12 @@ static uint64_t ticks(void) {
 #endif
 }
 
-/* The parts ABI_SPLIT times: frees and allocations of blocks above 6 MiB and of the rest, and two clock
+/* The parts ABI_SPLIT times: frees and allocations of blocks above 4 MiB and of the rest, and two clock
  * reads with nothing between them. */
 enum { FREE_SMALL, FREE_LARGE, ALLOC_SMALL, ALLOC_LARGE, EMPTY, PARTS };
-static const char *const PART_NAMES[PARTS] = {"free <= 6 MiB", "free > 6 MiB", "alloc <= 6 MiB", "alloc > 6 MiB",
+static const char *const PART_NAMES[PARTS] = {"free <= 4 MiB", "free > 4 MiB", "alloc <= 4 MiB", "alloc > 4 MiB",
                                               "empty"};
-enum { LARGE = 6 << 20 };
+enum { LARGE = 4 << 20 };
 
 /* Per part, the ticks of each call timed. */
 struct Split {

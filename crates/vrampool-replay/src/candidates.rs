@@ -20,9 +20,6 @@ const PAGE_SIZES: [u64; 3] = [2 * MIB, 8 * MIB, 32 * MIB];
 const COVERAGES: [f64; 2] = [0.8, 0.95];
 /// Warm-up lengths tried for the hybrid.
 const WARMUPS: [u64; 2] = [1024, 4096];
-/// Largest class sizes tried for the hybrid: the default, and the 4 MiB that packs some traces tighter on
-/// some page sizes (resnet_train_fixed with 8 MiB pages: 5,688 MiB against 5,736).
-const MAX_CLASS_SIZES: [u64; 2] = [6 * MIB, 4 * MIB];
 /// Size percentiles tried as the fixed pool's block size.
 const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 
@@ -34,8 +31,7 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 ///   idle pages reclaimed (waiting for those still in use, or not) or not, on virtual memory;
 /// - hybrid: pages of 2, 8 or 32 MiB × rounding waste 3% or 12.5% × coverage 0.8 or 0.95 × warm-up 1024 or
 ///   4096 requests × region growth factor 1.01 to 1.1 × the classes' free blocks given back before each
-///   growth or only when a growth is refused × largest class 6 or 4 MiB (watermark 0.8, the region waiting
-///   for idle pages).
+///   growth or only when a growth is refused (watermark 0.8, the region waiting for idle pages).
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -78,19 +74,16 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                             for growth_factor in REGION_GROWTH_FACTORS {
                                 let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
                                 for drain_before_growth in [false, true] {
-                                    for max_class_size in MAX_CLASS_SIZES {
-                                        let hybrid = HybridConfig {
-                                            coverage,
-                                            warmup_requests,
-                                            max_rounding_waste,
-                                            drain_before_growth,
-                                            max_class_size,
-                                            dynamic: dynamic.clone(),
-                                            ..HybridConfig::default()
-                                        };
-                                        let page_size = Some(page);
-                                        specs.push(PoolSpec { strategy, hybrid, page_size, ..PoolSpec::default() });
-                                    }
+                                    let hybrid = HybridConfig {
+                                        coverage,
+                                        warmup_requests,
+                                        max_rounding_waste,
+                                        drain_before_growth,
+                                        dynamic: dynamic.clone(),
+                                        ..HybridConfig::default()
+                                    };
+                                    let page_size = Some(page);
+                                    specs.push(PoolSpec { strategy, hybrid, page_size, ..PoolSpec::default() });
                                 }
                             }
                         }
@@ -111,31 +104,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_hybrid_is_tried_with_each_largest_class_and_each_drain_policy_on_every_page_size() {
+    fn the_hybrid_is_tried_with_each_drain_policy_on_every_page_size_with_the_default_largest_class() {
         let specs = candidates(Strategy::Hybrid, &ReplayPlan::default(), 141 << 30);
         assert_eq!(
             specs.len(),
-            PAGE_SIZES.len()
-                * MAX_WASTES.len()
-                * COVERAGES.len()
-                * WARMUPS.len()
-                * REGION_GROWTH_FACTORS.len()
-                * 2
-                * MAX_CLASS_SIZES.len()
+            PAGE_SIZES.len() * MAX_WASTES.len() * COVERAGES.len() * WARMUPS.len() * REGION_GROWTH_FACTORS.len() * 2
         );
-        assert_eq!(HybridConfig::default().max_class_size, MAX_CLASS_SIZES[0], "the default is among those tried");
         for page in PAGE_SIZES {
-            for max_class_size in MAX_CLASS_SIZES {
-                for drain in [false, true] {
-                    assert!(
-                        specs.iter().any(|s| s.page_size == Some(page)
-                            && s.hybrid.max_class_size == max_class_size
-                            && s.hybrid.drain_before_growth == drain),
-                        "no candidate with {page} B pages, classes up to {max_class_size} B, drain {drain}"
-                    );
-                }
+            for drain in [false, true] {
+                assert!(
+                    specs.iter().any(|s| s.page_size == Some(page) && s.hybrid.drain_before_growth == drain),
+                    "no candidate with {page} B pages, drain {drain}"
+                );
             }
         }
+        let default_largest = HybridConfig::default().max_class_size;
+        assert!(specs.iter().all(|s| s.hybrid.max_class_size == default_largest));
         assert!(specs.iter().all(|s| s.hybrid.dynamic.cap == Cap::Fraction(0.8)));
     }
 }

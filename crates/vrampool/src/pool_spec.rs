@@ -11,7 +11,7 @@
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
 //! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic`, `drain_before_growth` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 6MiB, 2.0, 0.8, false, false |
+//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic`, `drain_before_growth` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false, false |
 //!
 //! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01 and
 //! which waits for idle pages (`wait_for_idle=true`).

@@ -26,7 +26,7 @@ fn given(classes: &[(u64, u64)]) -> HybridConfig {
 fn defaults_are_documented() {
     let c = HybridConfig::default();
     assert_eq!((c.warmup_requests, c.coverage, c.max_rounding_waste, c.watermark), (1024, 0.9, 0.1, 0.8));
-    assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 6 * MIB, 1.01));
+    assert_eq!((c.slab_headroom, c.max_classes, c.max_class_size, c.dynamic.growth_factor), (2.0, 128, 4 * MIB, 1.01));
     assert_eq!((c.waste_floor, c.max_cached_waste), (16 * KIB, 0.5));
     assert!(c.classes.is_empty());
     assert!(!c.deterministic);
@@ -169,23 +169,23 @@ fn classes_are_learned_at_the_end_of_warm_up() {
 }
 
 #[test]
-fn by_default_classes_are_learned_up_to_6_mib_and_larger_requests_go_to_the_region() {
+fn by_default_classes_are_learned_up_to_4_mib_and_larger_requests_go_to_the_region() {
     let config = HybridConfig::default().warmup_requests(40).deterministic(true).dynamic(region(VirtualMemory::Auto));
     let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
-    // Warm-up: 20 requests of 5 MiB and 20 of 7 MiB, two of each live at a time.
+    // Warm-up: 20 requests of 3 MiB and 20 of 5 MiB, two of each live at a time.
     for _ in 0..10 {
-        let held = [5 * MIB, 5 * MIB, 7 * MIB, 7 * MIB].map(|size| pool.alloc(size).unwrap());
+        let held = [3 * MIB, 3 * MIB, 5 * MIB, 5 * MIB].map(|size| pool.alloc(size).unwrap());
         for a in held {
             pool.free(a.addr).unwrap();
         }
     }
     let learned = pool.learned_classes().expect("learned at the 40th request").clone();
     let sizes: Vec<u64> = learned.classes.iter().map(|c| c.block_size).collect();
-    assert_eq!(sizes, vec![5 * MIB], "7 MiB is above the largest class");
+    assert_eq!(sizes, vec![3 * MIB], "5 MiB is above the largest class");
     let fallbacks = pool.stats().fallbacks;
-    let classed = pool.alloc(5 * MIB).unwrap();
-    assert_eq!(pool.stats().fallbacks, fallbacks, "5 MiB is served by its class");
-    let large = pool.alloc(7 * MIB).unwrap();
+    let classed = pool.alloc(3 * MIB).unwrap();
+    assert_eq!(pool.stats().fallbacks, fallbacks, "3 MiB is served by its class");
+    let large = pool.alloc(5 * MIB).unwrap();
     assert_eq!(pool.stats().fallbacks, fallbacks + 1);
     assert_eq!(pool.stats().fallback_reasons.get("no-class"), Some(&1));
     pool.free(classed.addr).unwrap();

@@ -69,12 +69,12 @@ pub struct HybridConfig {
     #[serde(default = "default_cached_waste")]
     pub max_cached_waste: f64,
     /// The largest block a learned class may have; larger requests go to the region, which packs them
-    /// tightly. Default: 6 MiB. With 16 MiB pages, as on the GPU, the bundled traces reserve as much with
-    /// 6 MiB as with 4 MiB or less (resnet_train_fixed 5,696 MiB, gpt_train_varlen 39,680 against 39,760,
-    /// gpt_serve 560), and a churn of log-uniform sizes from 256 B to 8 MiB through PyTorch's entry points
-    /// sends 5.7% of its requests to the region instead of 9.0% (593 instructions and 2.88 L1 data misses a
-    /// step against 621 and 3.32). 7 and 8 MiB reserve more on resnet_train_fixed (5,744 MiB):
-    /// docs/BENCHMARKS.md.
+    /// tightly. Default: 4 MiB. With 6 MiB a churn of log-uniform sizes from 256 B to 8 MiB through
+    /// PyTorch's entry points sends 5.7% of its requests to the region instead of 9.0% and ran 11.3 times
+    /// faster than PyTorch's caching allocator against 10.8 (median of six runs each, in turn, on an H100),
+    /// but GPT-2 generation reserved 576 MiB at the peak against 512 with 4 MiB and expandable segments' 556
+    /// (the simulation, 560 with either, does not see it); 7 and 8 MiB reserve more on resnet_train_fixed
+    /// (5,744 MiB against 5,696 with 16 MiB pages): docs/BENCHMARKS.md.
     pub max_class_size: u64,
     /// The most classes learned, 1 to [`MAX_CLASSES`] (255). Default: 128. On the bundled traces the
     /// coverage bound stops the learner first. On sizes spread log-uniformly over 256 B to 8 MiB and learned
@@ -129,7 +129,7 @@ impl Default for HybridConfig {
             max_rounding_waste: 0.1,
             waste_floor: default_waste_floor(),
             max_cached_waste: default_cached_waste(),
-            max_class_size: 6 * MIB,
+            max_class_size: 4 * MIB,
             max_classes: 128,
             slab_headroom: 2.0,
             watermark: 0.8,
