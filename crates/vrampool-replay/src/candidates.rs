@@ -72,14 +72,14 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                     for coverage in COVERAGES {
                         for warmup_requests in WARMUPS {
                             for growth_factor in REGION_GROWTH_FACTORS {
-                                let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
                                 for drain_before_growth in [false, true] {
+                                    let dynamic = DynamicConfig { growth_factor, ..HybridConfig::default().dynamic };
                                     let hybrid = HybridConfig {
                                         coverage,
                                         warmup_requests,
                                         max_rounding_waste,
                                         drain_before_growth,
-                                        dynamic: dynamic.clone(),
+                                        dynamic,
                                         ..HybridConfig::default()
                                     };
                                     let page_size = Some(page);
