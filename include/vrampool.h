@@ -19,10 +19,10 @@
  * Config strings (the syntax of the `vrampool` command): comma-separated key=value, e.g.
  * "strategy=dynamic,initial_size=512MiB,growth_factor=1.5,cap=0.8"; keys: strategy (fixed, dynamic,
  * hybrid), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
- * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use, classes,
- * warmup, coverage, max_waste, waste_floor, cached_waste, max_classes, max_class_size, headroom,
- * watermark, deterministic, drain_before_growth. An unknown key or a bad value is an error naming the
- * key.
+ * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use,
+ * avoid_retiring, classes, warmup, coverage, max_waste, waste_floor, cached_waste, max_classes,
+ * max_class_size, headroom, watermark, deterministic, drain_before_growth. An unknown key or a bad value
+ * is an error naming the key.
  *
  * Functions return a vrampool_status (0 for success) or NULL on failure; vrampool_last_error() says why
  * (per thread). Every function is thread-safe.

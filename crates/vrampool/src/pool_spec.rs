@@ -9,7 +9,7 @@
 //! | `backend` | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
 //! | `page_size` | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the granularity (2 MiB) |
 //! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
-//! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true |
+//! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use`, `avoid_retiring` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true, true |
 //! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
 //! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic`, `drain_before_growth` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false, false |
 //!
@@ -167,8 +167,16 @@ fn boolean(key: &str, value: &str) -> Result<bool> {
 }
 
 /// The keys of the dynamic pool and the hybrid's region.
-const DYNAMIC_KEYS: [&str; 7] =
-    ["initial_size", "growth_factor", "cap", "virtual_memory", "reclaim_idle", "wait_for_idle", "alias_in_use"];
+const DYNAMIC_KEYS: [&str; 8] = [
+    "initial_size",
+    "growth_factor",
+    "cap",
+    "virtual_memory",
+    "reclaim_idle",
+    "wait_for_idle",
+    "alias_in_use",
+    "avoid_retiring",
+];
 
 /// Sets one of [`DYNAMIC_KEYS`] on `dynamic`.
 fn set_dynamic(dynamic: &mut DynamicConfig, key: &str, value: &str) -> Result<()> {
@@ -191,6 +199,7 @@ fn set_dynamic(dynamic: &mut DynamicConfig, key: &str, value: &str) -> Result<()
         "reclaim_idle" => dynamic.reclaim_idle = boolean(key, value)?,
         "wait_for_idle" => dynamic.wait_for_idle = boolean(key, value)?,
         "alias_in_use" => dynamic.alias_in_use = boolean(key, value)?,
+        "avoid_retiring" => dynamic.avoid_retiring = boolean(key, value)?,
         _ => return Err(bad(key, "unknown key")),
     }
     Ok(())
@@ -351,6 +360,7 @@ impl PoolSpec {
         push("reclaim_idle", dy.reclaim_idle.to_string(), dd.reclaim_idle.to_string());
         push("wait_for_idle", dy.wait_for_idle.to_string(), dd.wait_for_idle.to_string());
         push("alias_in_use", dy.alias_in_use.to_string(), dd.alias_in_use.to_string());
+        push("avoid_retiring", dy.avoid_retiring.to_string(), dd.avoid_retiring.to_string());
         if self.strategy == Strategy::Hybrid {
             let (h, d) = (&self.hybrid, &default.hybrid);
             let classes = |c: &[ClassSpec]| {

@@ -19,6 +19,7 @@ const VALUES: &[(&str, &[&str])] = &[
     ("reclaim_idle", &["true", "false"]),
     ("wait_for_idle", &["true", "false"]),
     ("alias_in_use", &["true", "false"]),
+    ("avoid_retiring", &["true", "false"]),
     ("page_size", &["1MiB", "2MiB", "4MiB", "1GiB"]),
     ("block_size", &["256", "512", "4KiB", "1MiB", "64MiB", "1GiB"]),
     ("block_count", &["1", "2", "1000", "100000", "4294967294"]),

@@ -363,11 +363,12 @@ fn with_several_streams_moving_chunks_in_use_waits_for_the_device() {
 
 /// On one stream, idle chunks still in use are given to the new block at once by mapping their memory at
 /// its address as well: no wait, no new memory, the device's memory counted once. Their old addresses stay
-/// mapped until the work queued before has run; a block that lands there waits for that work first.
+/// mapped until the work queued before has run; with `avoid_retiring=false`, a block that lands there waits
+/// for that work first.
 #[test]
 fn idle_chunks_still_in_use_are_aliased_to_the_new_block_on_one_stream() {
     let g = 2 * MIB;
-    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true).avoid_retiring(false);
     let (sim, pool, z, w) = grow_past_chunks_in_use(config);
     let stats = pool.stats();
     assert_eq!(
@@ -396,6 +397,56 @@ fn idle_chunks_still_in_use_are_aliased_to_the_new_block_on_one_stream() {
     }
     pool.trim().unwrap();
     assert_eq!(sim.counters().used_bytes, 0);
+    assert_eq!(sim.counters().failed_calls, 0);
+}
+
+/// By default a block that would land on old addresses still retiring is carved elsewhere, where it needs
+/// no more chunks backed: no wait, and no more memory than waiting would have taken. Where every other place
+/// needs more, it lands there and waits.
+#[test]
+fn a_block_is_carved_away_from_retiring_addresses_rather_than_wait() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config.clone());
+    assert_eq!(pool.stats().chunks_aliased, 4);
+    // x's old addresses, just below z, are still retiring: v goes elsewhere and backs 4 chunks there.
+    let v = pool.alloc(4 * g).unwrap();
+    assert!(v.addr >= w.addr + 8 * g || v.addr + 4 * g <= z.addr - 4 * g, "v away from x's old addresses");
+    let stats = pool.stats();
+    assert_eq!((stats.event_waits, stats.synchronizations), (0, 0), "{stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 13 * g, "as much as backing x's old addresses anew after a wait");
+    assert_eq!(sim.counters().unmap_calls, 0, "x's old addresses still mapped: their work has not run");
+    assert_eq!(sim.counters().used_bytes, stats.reserved_bytes.current);
+    // Once the work has run, the old addresses are unmapped without a wait and serve again.
+    sim.release_stream(StreamId::DEFAULT);
+    let u = pool.alloc(g).unwrap();
+    assert_eq!(sim.counters().unmap_calls, 1, "x's old addresses unmapped without a wait");
+    assert_eq!(pool.stats().event_waits, 0);
+    for a in [z, w, v, u] {
+        pool.free(a.addr).unwrap();
+    }
+    pool.trim().unwrap();
+    assert_eq!(sim.counters().used_bytes, 0);
+    assert_eq!(sim.counters().failed_calls, 0);
+}
+
+/// A block whose first place spans retiring chunks and a mapped idle one needs fewer chunks backed there
+/// than anywhere else: it stays, and waits for the work queued before the alias.
+#[test]
+fn a_block_that_needs_less_backing_on_retiring_addresses_waits_for_them() {
+    let g = 2 * MIB;
+    let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config);
+    pool.free(z.addr).unwrap();
+    let v = pool.alloc(5 * g).unwrap();
+    assert_eq!(v.addr, z.addr - 4 * g, "v on x's old addresses and z's chunk");
+    let stats = pool.stats();
+    assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
+    assert_eq!(stats.reserved_bytes.current, 13 * g, "x's 4 old chunks backed anew");
+    assert_eq!(sim.counters().unmap_calls, 1, "x's old addresses unmapped once the work had run");
+    for a in [w, v] {
+        pool.free(a.addr).unwrap();
+    }
     assert_eq!(sim.counters().failed_calls, 0);
 }
 

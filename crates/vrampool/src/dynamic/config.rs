@@ -66,6 +66,12 @@ pub struct DynamicConfig {
     /// stay unusable until then: a block that lands there waits for that work first. Default: true.
     #[serde(default = "default_alias_in_use")]
     pub alias_in_use: bool,
+    /// With [`DynamicConfig::alias_in_use`]: a block that lands on old addresses still waiting for their
+    /// queued work (where backing it would wait for that work) is carved elsewhere, where its new place
+    /// needs no more chunks backed than the first did; it waits only where no such place is found among a
+    /// few. Default: true.
+    #[serde(default = "default_avoid_retiring")]
+    pub avoid_retiring: bool,
     /// With virtual memory: the address space reserved, as a multiple of the cap (room for
     /// fragmentation of addresses, which cost nothing unmapped). Default: 2.
     pub address_space_factor: u64,
@@ -81,6 +87,7 @@ impl Default for DynamicConfig {
             reclaim_idle: true,
             wait_for_idle: false,
             alias_in_use: true,
+            avoid_retiring: true,
             address_space_factor: 2,
         }
     }
@@ -88,6 +95,11 @@ impl Default for DynamicConfig {
 
 /// The default [`DynamicConfig::alias_in_use`]: true.
 fn default_alias_in_use() -> bool {
+    true
+}
+
+/// The default [`DynamicConfig::avoid_retiring`]: true.
+fn default_avoid_retiring() -> bool {
     true
 }
 
@@ -131,6 +143,12 @@ impl DynamicConfig {
     /// Sets whether idle chunks still in use are mapped at the new block's address too (on one stream).
     pub fn alias_in_use(mut self, alias: bool) -> Self {
         self.alias_in_use = alias;
+        self
+    }
+
+    /// Sets whether a block that lands on addresses still retiring is carved elsewhere rather than wait.
+    pub fn avoid_retiring(mut self, avoid: bool) -> Self {
+        self.avoid_retiring = avoid;
         self
     }
 

@@ -65,6 +65,9 @@ const MAX_PENDING_EPOCHS: usize = 64;
 /// Batches of aliased chunks retiring at once at most ([`DynamicConfig::alias_in_use`]); past it, chunks
 /// still in use are waited for or grown around as without aliasing.
 const MAX_RETIREMENTS: usize = 64;
+/// The most places a block is carved at to find one that touches no retiring chunk
+/// ([`DynamicPool::away_from_retiring`]).
+const MAX_PLACES_TRIED: usize = 8;
 
 /// Everything behind the pool's lock.
 #[derive(Debug)]
@@ -240,7 +243,9 @@ impl DynamicPool {
                 if missing.is_empty() {
                     return Ok(carved);
                 }
-                let need: usize = missing.iter().map(|run| run.len()).sum();
+                let (carved, missing) = self.away_from_retiring(state, request, carved, missing)?;
+                let Space::Virtual(space) = &mut state.space else { unreachable!("placed in a virtual range") };
+                let need = chunk_count(&missing);
                 if drain_first()
                     && need > space.idle_chunks()
                     && !self.prefers_growth(space, pending, need)
@@ -301,6 +306,56 @@ impl DynamicPool {
         }
     }
 
+    /// A place for a block that landed on chunks still retiring (aliased at a new address while queued work
+    /// may use them at the old one), where backing them would wait for that work: the first place the
+    /// block is carved that touches no retiring chunk, within [`MAX_PLACES_TRIED`] places, the places
+    /// tried before held meanwhile so that they are not found again; else the first place. Addresses cost
+    /// nothing unmapped (the range is twice the cap), so the wait is traded for a place that needs backing
+    /// as the first did.
+    fn away_from_retiring(
+        &self,
+        state: &mut DynamicState,
+        request: Request,
+        carved: Carved<FreeTag>,
+        missing: Vec<Range<usize>>,
+    ) -> Result<(Carved<FreeTag>, Vec<Range<usize>>)> {
+        let Space::Virtual(space) = &mut state.space else { return Ok((carved, missing)) };
+        if !self.config.avoid_retiring || space.retirements().is_empty() {
+            return Ok((carved, missing));
+        }
+        // Batches whose work has run are unmapped now, without waiting: only the others would make it wait.
+        self.unmap_retired(space, &[])?;
+        if space.retirements_touching(&missing).is_empty() {
+            return Ok((carved, missing));
+        }
+        let mut tried = vec![carved];
+        let mut found = None;
+        while found.is_none() && tried.len() < MAX_PLACES_TRIED {
+            let Some(other) = state.ranges.allocate(request.span, request.align) else { break };
+            let other_missing = space.use_span(other.offset, other.size);
+            if chunk_count(&other_missing) <= chunk_count(&missing)
+                && space.retirements_touching(&other_missing).is_empty()
+            {
+                found = Some((other, other_missing));
+            } else {
+                tried.push(other);
+            }
+        }
+        let Some(found) = found else {
+            for other in tried.drain(1..).rev() {
+                space.release_span(other.offset, other.size);
+                state.ranges.free(other.node, other.tag);
+            }
+            let carved = tried.pop().expect("the first place is kept");
+            return Ok((carved, missing));
+        };
+        for other in tried.into_iter().rev() {
+            space.release_span(other.offset, other.size);
+            state.ranges.free(other.node, other.tag);
+        }
+        Ok(found)
+    }
+
     /// Frees every block the cache in front of the pool holds, with the lock held.
     fn drain_cache(&self, state: &mut DynamicState) {
         let Some(cache) = self.cache.get() else { return };
@@ -347,7 +402,7 @@ impl DynamicPool {
     ) -> Result<()> {
         let g = space.granularity();
         self.unmap_retired(space, &missing)?;
-        let need: usize = missing.iter().map(|run| run.len()).sum();
+        let need = chunk_count(&missing);
         let idle = space.idle_chunks();
         let own =
             if self.config.reclaim_idle && !self.prefers_growth(space, pending, need) { need.min(idle) } else { 0 };
@@ -1013,6 +1068,11 @@ impl Drop for DynamicPool {
             }
         }
     }
+}
+
+/// The chunks in `runs`.
+fn chunk_count(runs: &[Range<usize>]) -> usize {
+    runs.iter().map(|run| run.len()).sum()
 }
 
 #[cfg(test)]
