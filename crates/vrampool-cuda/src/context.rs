@@ -271,8 +271,10 @@ mod tests {
     }
 
     /// With aliasing (the default), the same pool maps the chunks still in use at the new block's address
-    /// as well, after recording an event, and waits for nothing; a block that later lands on their old
-    /// addresses waits for that event (`cuEventSynchronize`) before they are unmapped there.
+    /// as well, after recording an event, and waits for nothing. A block that would land on their old
+    /// addresses is carved elsewhere while that work runs; one that needs fewer chunks backed there than
+    /// anywhere else (it spans them and a mapped idle chunk) lands there and waits for that event
+    /// (`cuEventSynchronize`) before they are unmapped.
     #[test]
     fn chunks_in_use_on_one_stream_are_aliased_and_unmapped_after_their_work() {
         let (fake, pool, a, g, x, z) = freed_while_in_use(true);
@@ -287,15 +289,22 @@ mod tests {
         assert!(!calls.contains(&"cuEventSynchronize") && !calls.contains(&"cuMemUnmap"), "{calls:?}");
         assert_eq!(fake.used(), 9 * g, "x's memory is the device's once");
         fake.clear_calls();
-        let v = pool.allocate(4 * g, 256, a).unwrap();
-        assert_eq!(v.addr, x, "v lands on x's old addresses");
+        let u = pool.allocate(4 * g, 256, a).unwrap();
+        assert!(u.addr >= x + 4 * g, "u carved away from x's old addresses");
+        assert!(!fake.calls().contains(&"cuEventSynchronize"), "no wait: {:?}", fake.calls());
+        assert_eq!(pool.stats().event_waits, 0);
+        pool.free(z.addr).unwrap();
+        fake.clear_calls();
+        let v = pool.allocate(5 * g, 256, a).unwrap();
+        assert_eq!(v.addr, x, "v lands on x's old addresses and z's mapped chunk");
         let calls = fake.calls();
         assert!(
             first(&calls, "cuEventSynchronize") < first(&calls, "cuMemUnmap"),
             "x's old work waited for before its addresses are unmapped: {calls:?}"
         );
         assert_eq!(fake.count("cuCtxSynchronize"), 0);
-        for block in [v, w, z] {
+        assert_eq!(pool.stats().event_waits, 1);
+        for block in [v, w, u] {
             pool.free(block.addr).unwrap();
         }
         drop(pool);

@@ -395,8 +395,9 @@ fn moving_idle_chunks_waits_for_the_work_that_last_used_them() {
 
 /// The same, with aliasing (the default): W gets X's physical memory at once, mapped at W's address too,
 /// while the memsets still write through X's: no wait, no fault. W's own memset, queued after them on the
-/// same stream, is what W holds. A block V landing on X's old addresses later waits for the memsets' end,
-/// X's addresses are unmapped and backed anew, and W keeps its bytes.
+/// same stream, is what W holds. While the memsets run, a block U is carved away from X's old addresses,
+/// without a wait. Once they are done, a block V lands on X's old addresses: they are unmapped without a
+/// wait and backed anew, and W and U keep their bytes.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
@@ -405,10 +406,13 @@ fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
     let size = BUSY_X;
     let w = pool.allocate(2 * size, 256, a).expect("block W");
     let allocated = start.elapsed();
+    let u = pool.allocate(size, 256, a).expect("block U");
     let still_running = !backend.event_complete(memsets_done).expect("event query");
     backend.release_event(memsets_done);
-    // SAFETY: the test owns W and reads it only as bytes.
+    // SAFETY: the test owns W and U and reads them only as bytes.
     unsafe { backend.memset_d8(w.addr, 0x33, 2 * size, a) }.expect("memset W");
+    // SAFETY: as above.
+    unsafe { backend.memset_d8(u.addr, 0x55, size, a) }.expect("memset U");
     backend.synchronize().expect("no fault: X's addresses stayed mapped under the memsets");
     let finished = start.elapsed();
     let stats = pool.stats();
@@ -427,7 +431,9 @@ fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
     );
     assert!(stats.chunks_aliased >= size / backend.granularity().unwrap(), "X's chunks aliased: {stats:?}");
     assert_eq!((stats.event_waits, stats.synchronizations), (0, 0), "{stats:?}");
-    assert!(still_running, "W was handed out while the memsets still ran: the allocation did not wait for them");
+    assert!(still_running, "W and U were handed out while the memsets still ran: neither waited for them");
+    assert!(u.addr + size <= x || u.addr >= x + size, "U carved away from X's old addresses");
+    assert_eq!(first_difference(&read(&*backend, u.addr, size), |_| 0x55), None, "U holds its own bytes");
     assert_eq!(backend.mapped_bytes(), stats.reserved_bytes.current, "aliased memory counted once");
     assert_eq!(first_difference(&read(&*backend, w.addr, 2 * size), |_| 0x33), None, "W holds its own bytes");
     let v = pool.allocate(size, 256, a).expect("block V");
@@ -437,11 +443,12 @@ fn aliasing_idle_chunks_in_use_lets_queued_work_finish_first() {
     backend.synchronize().expect("no fault");
     let stats = pool.stats();
     println!("V on X's old addresses: {} event wait(s) in all", stats.event_waits);
-    assert_eq!((stats.event_waits, stats.synchronizations), (1, 0), "{stats:?}");
+    assert_eq!((stats.event_waits, stats.synchronizations), (0, 0), "the memsets were done: {stats:?}");
     assert_eq!(first_difference(&read(&*backend, v.addr, size), |_| 0x44), None, "V holds its bytes");
     assert_eq!(first_difference(&read(&*backend, w.addr, 2 * size), |_| 0x33), None, "W kept its bytes");
+    assert_eq!(first_difference(&read(&*backend, u.addr, size), |_| 0x55), None, "U kept its bytes");
     assert_eq!(backend.mapped_bytes(), stats.reserved_bytes.current);
-    for block in [v.addr, w.addr, z] {
+    for block in [v.addr, w.addr, u.addr, z] {
         pool.free(block).expect("free");
     }
 }
