@@ -17,8 +17,9 @@ use crate::size_profile::SizeProfile;
 /// utilization.
 pub const DRIVER_BUDGET: f64 = 0.01;
 
-/// How configurations are ranked: within the driver-time budget, highest utilization (then least driver
-/// time); when none is within it, least driver time.
+/// How configurations are ranked: within the driver-time budget, highest utilization to the three decimals
+/// the tables print, then the smallest growth factor (how far past its reserve the pool grows when a run's
+/// peak goes beyond the trace's), then least driver time; when none is within the budget, least driver time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Objective {
     /// The driver time allowed, in microseconds: [`DRIVER_BUDGET`] of the trace's duration.
@@ -37,9 +38,29 @@ impl Objective {
         match (a_in, b_in) {
             (true, false) => true,
             (false, true) => false,
-            (true, true) => (a.ooms, -a.utilization, a.driver_time_us) < (b.ooms, -b.utilization, b.driver_time_us),
+            (true, true) => {
+                (a.ooms, -permille(a.utilization), growth_factor(a), a.driver_time_us)
+                    < (b.ooms, -permille(b.utilization), growth_factor(b), b.driver_time_us)
+            }
             (false, false) => (a.ooms, a.driver_time_us) < (b.ooms, b.driver_time_us),
         }
+    }
+}
+
+/// A utilization in thousandths, rounded as the tables print it.
+fn permille(utilization: f64) -> i64 {
+    (utilization * 1000.0).round() as i64
+}
+
+/// The factor a replayed pool grows by once its reserve is full: 1 for the fixed pool, which does not grow.
+fn growth_factor(result: &ReplayResult) -> f64 {
+    match PoolSpec::parse(&result.config) {
+        Ok(spec) => match spec.strategy {
+            Strategy::Fixed => 1.0,
+            Strategy::Dynamic => spec.dynamic.growth_factor,
+            Strategy::Hybrid => spec.hybrid.dynamic.growth_factor,
+        },
+        Err(_) => f64::INFINITY,
     }
 }
 
@@ -197,5 +218,35 @@ mod tests {
         let advice =
             advise(&one, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("one allocation is enough");
         assert_eq!(advice.strategies.len(), 3);
+    }
+
+    /// Configurations whose utilizations print the same rank by growth factor before driver time: a smaller
+    /// factor grows less far past the reserve when a run outgrows the trace. A higher utilization still
+    /// comes first, and the budget before it.
+    #[test]
+    fn equal_utilizations_rank_by_growth_factor_before_driver_time() {
+        let one = plan(vec![
+            Event::new(0, EventKind::Alloc, 0x1000, 4096, 0),
+            Event::new(1, EventKind::Free, 0x1000, 4096, 0),
+        ]);
+        let spec = PoolSpec::parse("strategy=dynamic").unwrap();
+        let base = replay(&one, &spec, &ReplayOptions::default()).unwrap();
+        let with = |config: &str, utilization: f64, driver_time_us: f64| ReplayResult {
+            config: config.into(),
+            utilization,
+            driver_time_us,
+            ..base.clone()
+        };
+        let objective = Objective { driver_budget_us: 100.0 };
+        let fast_but_steep = with("strategy=dynamic,page_size=32MiB,initial_size=32MiB", 0.9801, 20.0);
+        let slow_but_gentle = with("strategy=dynamic,page_size=32MiB,growth_factor=1.01", 0.9804, 40.0);
+        assert!(objective.prefers(&slow_but_gentle, &fast_but_steep));
+        assert!(!objective.prefers(&fast_but_steep, &slow_but_gentle));
+        let hybrid = with("strategy=hybrid,page_size=8MiB", 0.9804, 10.0);
+        assert!(objective.prefers(&hybrid, &fast_but_steep), "the region's 1.01 against 1.5");
+        let higher = with("strategy=dynamic,growth_factor=2", 0.9815, 50.0);
+        assert!(objective.prefers(&higher, &slow_but_gentle), "a higher utilization first");
+        let over_budget = with("strategy=dynamic,growth_factor=1.01", 0.99, 150.0);
+        assert!(objective.prefers(&fast_but_steep, &over_budget), "the budget first");
     }
 }
