@@ -401,13 +401,12 @@ fn idle_chunks_still_in_use_are_aliased_to_the_new_block_on_one_stream() {
 }
 
 /// By default a block that would land on old addresses still retiring is carved elsewhere, where it needs
-/// no more chunks backed: no wait, and no more memory than waiting would have taken. Where every other place
-/// needs more, it lands there and waits.
+/// no more chunks backed: no wait, and no more memory than waiting would have taken.
 #[test]
 fn a_block_is_carved_away_from_retiring_addresses_rather_than_wait() {
     let g = 2 * MIB;
     let config = DynamicConfig::default().initial_size(0).growth_factor(1.01).wait_for_idle(true);
-    let (sim, pool, z, w) = grow_past_chunks_in_use(config.clone());
+    let (sim, pool, z, w) = grow_past_chunks_in_use(config);
     assert_eq!(pool.stats().chunks_aliased, 4);
     // x's old addresses, just below z, are still retiring: v goes elsewhere and backs 4 chunks there.
     let v = pool.alloc(4 * g).unwrap();

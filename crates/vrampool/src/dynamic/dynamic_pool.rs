@@ -251,8 +251,7 @@ impl DynamicPool {
                     && !self.prefers_growth(space, pending, need)
                     && cache_has_blocks()
                 {
-                    space.release_span(carved.offset, carved.size);
-                    state.ranges.free(carved.node, carved.tag);
+                    unplace(space, &mut state.ranges, carved);
                     self.drain_cache(state);
                     drained = true;
                     continue;
@@ -261,8 +260,7 @@ impl DynamicPool {
                     self.back_chunks(space, pending, missing, request.size)
                 });
                 let Err(err) = backed else { return Ok(carved) };
-                space.release_span(carved.offset, carved.size);
-                state.ranges.free(carved.node, carved.tag);
+                unplace(space, &mut state.ranges, carved);
                 if !matches!(err, Error::OutOfMemory { .. }) {
                     return Err(err);
                 }
@@ -328,9 +326,10 @@ impl DynamicPool {
         if space.retirements_touching(&missing).is_empty() {
             return Ok((carved, missing));
         }
-        let mut tried = vec![carved];
+        // The places tried, held until the search ends so that the range allocator does not give them again.
+        let mut tried = Vec::new();
         let mut found = None;
-        while found.is_none() && tried.len() < MAX_PLACES_TRIED {
+        while found.is_none() && tried.len() + 1 < MAX_PLACES_TRIED {
             let Some(other) = state.ranges.allocate(request.span, request.align) else { break };
             let other_missing = space.use_span(other.offset, other.size);
             if chunk_count(&other_missing) <= chunk_count(&missing)
@@ -341,19 +340,16 @@ impl DynamicPool {
                 tried.push(other);
             }
         }
-        let Some(found) = found else {
-            for other in tried.drain(1..).rev() {
-                space.release_span(other.offset, other.size);
-                state.ranges.free(other.node, other.tag);
-            }
-            let carved = tried.pop().expect("the first place is kept");
-            return Ok((carved, missing));
-        };
         for other in tried.into_iter().rev() {
-            space.release_span(other.offset, other.size);
-            state.ranges.free(other.node, other.tag);
+            unplace(space, &mut state.ranges, other);
         }
-        Ok(found)
+        match found {
+            Some(found) => {
+                unplace(space, &mut state.ranges, carved);
+                Ok(found)
+            }
+            None => Ok((carved, missing)),
+        }
     }
 
     /// Frees every block the cache in front of the pool holds, with the lock held.
@@ -419,7 +415,7 @@ impl DynamicPool {
         }
         if own > 0 {
             let safe = self.safe_idle_runs(space, own)?;
-            let safe_count: usize = safe.iter().map(|run| run.len()).sum();
+            let safe_count = chunk_count(&safe);
             let rest_grows = self.policy.growth(reserved, (need - safe_count) as u64 * g).is_some();
             if safe_count == own {
                 self.move_chunks(space, safe, &mut missing)?;
@@ -738,8 +734,7 @@ impl DynamicPool {
                 // mapped at their old addresses after an alias cannot be mapped again yet: no growth now.
                 let missing = space.use_span(carved.offset, carved.size);
                 if missing.is_empty() || !space.retirements_touching(&missing).is_empty() {
-                    space.release_span(carved.offset, carved.size);
-                    ranges.free(carved.node, carved.tag);
+                    unplace(space, ranges, carved);
                     return Ok(0);
                 }
                 let runs: Vec<(Range<usize>, u64)> =
@@ -1073,6 +1068,12 @@ impl Drop for DynamicPool {
 /// The chunks in `runs`.
 fn chunk_count(runs: &[Range<usize>]) -> usize {
     runs.iter().map(|run| run.len()).sum()
+}
+
+/// Gives back a place carved in a virtual range: its span in `space` and its addresses in `ranges`.
+fn unplace(space: &mut VirtualSpace, ranges: &mut RangeAllocator<FreeTag>, carved: Carved<FreeTag>) {
+    space.release_span(carved.offset, carved.size);
+    ranges.free(carved.node, carved.tag);
 }
 
 #[cfg(test)]
