@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use crate::backend::Backend;
+use crate::counters::PoolStats;
 use crate::dynamic::DynamicPool;
 use crate::error::Result;
 use crate::fixed::FixedPool;
 use crate::hybrid::HybridPool;
 use crate::pool::{Allocation, Pool};
 use crate::report::PoolReport;
-use crate::stats::PoolStats;
 use crate::stream::StreamId;
 
 /// One of the three strategies, chosen at run time ([`crate::PoolSpec::build_any`]).

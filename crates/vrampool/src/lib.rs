@@ -29,6 +29,7 @@ mod backend;
 mod block_stack;
 mod block_states;
 mod buffer;
+mod counters;
 mod dynamic;
 mod error;
 mod fallback_segments;
@@ -41,11 +42,7 @@ mod pool_spec;
 mod range_allocator;
 mod report;
 mod request;
-mod reserved_counters;
 mod slab;
-mod slot_tallies;
-mod stats;
-mod stats_counters;
 mod stream;
 mod stream_order;
 mod sync;
@@ -58,6 +55,7 @@ pub use backend::{
     SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
+pub use counters::{PoolStats, Stat};
 pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
 pub use error::{Error, Result};
 pub use fixed::{Fallback, FixedConfig, FixedPool};
@@ -65,6 +63,5 @@ pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses, MAX_CLASSE
 pub use pool::{Allocation, Pool, PoolExt};
 pub use pool_spec::{BackendKind, PoolSpec, Strategy, format_bytes, parse_bytes};
 pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};
-pub use stats::{PoolStats, Stat};
 pub use stream::StreamId;
 pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK, human_bytes};

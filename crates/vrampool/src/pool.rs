@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 use crate::buffer::Buffer;
+use crate::counters::PoolStats;
 use crate::error::Result;
 use crate::report::PoolReport;
-use crate::stats::PoolStats;
 use crate::stream::StreamId;
 use crate::units::DEFAULT_ALIGNMENT;
 

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::PoolStats;
+use crate::counters::PoolStats;
 use crate::stream::StreamId;
 
 /// What a stretch of the pool's memory is.

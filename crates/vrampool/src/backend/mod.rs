@@ -10,14 +10,13 @@
 //! [`Backend::stream_wait_event`] orders another stream after it without blocking the host.
 
 mod cost_model;
-mod device_counters;
 mod device_ledger;
 mod fault_plan;
 mod host_memory;
 mod sim_device;
 
+pub use crate::counters::DeviceCounters;
 pub use cost_model::CostModel;
-pub use device_counters::DeviceCounters;
 pub use fault_plan::FaultPlan;
 pub use host_memory::{HostMemory, HostMemoryConfig, POISON};
 pub use sim_device::{SimDevice, SimDeviceConfig};

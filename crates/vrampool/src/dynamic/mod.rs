@@ -5,7 +5,6 @@ mod chunk_set;
 mod config;
 mod dynamic_pool;
 mod growth_policy;
-mod live_tally;
 mod segment_space;
 mod virtual_space;
 

@@ -5,15 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::{Fallback, FixedConfig};
 use crate::backend::Backend;
+use crate::counters::{PoolStats, ReservedCounters, Stat, StatsCounters};
 use crate::error::{Error, Result};
 use crate::fallback_segments::{FallbackSegments, segment_bytes};
 use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
 use crate::request::Request;
-use crate::reserved_counters::ReservedCounters;
 use crate::slab::Slab;
-use crate::stats::{PoolStats, Stat};
-use crate::stats_counters::StatsCounters;
 use crate::stream::StreamId;
 use crate::stream_order::StreamOrder;
 use crate::thread_slot;

@@ -2,7 +2,7 @@
 //!
 //! Every allocation and free of the dynamic pool holds its lock, so these are written by one thread at a
 //! time: a plain load and store each, in one cache line, with no thread slot to look up (the per-slot
-//! counters of [`crate::stats_counters`] serve the paths that take no lock; here their thread-local read
+//! counters of [`StatsCounters`](super::StatsCounters) serve the paths that take no lock; here their thread-local read
 //! and their slot's line were a second set of counts on every request the hybrid sends to its region).
 //! Read at any time without the lock, a reading may be one operation behind.
 
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::stats_counters::CounterReading;
+use super::stats_counters::CounterReading;
 
 /// Live bytes, their peak, allocations and frees, written only under the owner's lock.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 //! The allocation counters behind [`crate::PoolStats`]: allocated bytes (now and at the peak), allocations
-//! and frees. (Reserved bytes and device events: [`crate::reserved_counters`].)
+//! and frees. (Reserved bytes and device events: [`ReservedCounters`](super::ReservedCounters).)
 //!
 //! Each thread slot keeps, in a cache line only its own thread writes (plain loads and stores when the
 //! slot is the thread's alone), its counts of allocations and frees and the allocated bytes it has not yet
