@@ -106,7 +106,10 @@ pub struct DynamicPool {
     config: DynamicConfig,
     policy: GrowthPolicy,
     state: Mutex<DynamicState>,
-    order: StreamOrder,
+    /// The streams the pool has seen and the events that order reuse between them; shared with the cache
+    /// in front of the pool ([`DynamicPool::with_stream_order`]), so that the tags of cached blocks mean the
+    /// same here.
+    order: Arc<StreamOrder>,
     /// Reserved bytes, device calls and rare events.
     counters: ReservedCounters,
     /// Live bytes and operations, counted under the lock.
@@ -125,6 +128,16 @@ struct FrontCache {
 impl DynamicPool {
     /// Makes the pool and its initial reservation on `backend`.
     pub fn new(backend: Arc<dyn Backend>, config: DynamicConfig) -> Result<Self> {
+        Self::with_stream_order(backend, config, Arc::default())
+    }
+
+    /// [`DynamicPool::new`], ordering reuse across streams with `order`, which a cache in front of the pool
+    /// shares ([`DynamicPool::set_block_cache`]).
+    pub(crate) fn with_stream_order(
+        backend: Arc<dyn Backend>,
+        config: DynamicConfig,
+        order: Arc<StreamOrder>,
+    ) -> Result<Self> {
         let cap = config.validate(backend.capacity())?;
         let granularity = match config.virtual_memory {
             VirtualMemory::Auto => backend.granularity(),
@@ -183,7 +196,7 @@ impl DynamicPool {
                 space,
                 pending: 0,
             }),
-            order: StreamOrder::default(),
+            order,
             counters,
             tally: LiveTally::default(),
             cache: OnceLock::new(),
@@ -694,12 +707,6 @@ impl DynamicPool {
         };
         self.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
         Ok(released)
-    }
-
-    /// The streams this pool has seen and the events that order reuse between them, shared with a cache
-    /// in front of it so that the tags of cached blocks mean the same here.
-    pub(crate) fn order(&self) -> &StreamOrder {
-        &self.order
     }
 
     /// Puts a cache in front of the pool (once) whose blocks the pool takes back when the cap or the device

@@ -18,7 +18,7 @@ use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, PoolReport, SizeClassReport};
 use crate::request::Request;
 use crate::stream::StreamId;
-use crate::stream_order::FreeTag;
+use crate::stream_order::{FreeTag, StreamOrder};
 use crate::thread_slot;
 use crate::units::MIN_BLOCK;
 
@@ -68,6 +68,10 @@ impl Route {
 #[derive(Debug)]
 pub struct HybridPool {
     config: HybridConfig,
+    backend: Arc<dyn Backend>,
+    /// The streams the pool has seen and the events that order reuse between them: the classes' and the
+    /// region's alike, so that a block's tag means the same in both.
+    order: Arc<StreamOrder>,
     dynamic: Arc<DynamicPool>,
     core: OnceLock<Arc<Core>>,
     learner: Mutex<Option<ClassLearner>>,
@@ -85,11 +89,14 @@ impl HybridPool {
     /// Makes the pool: the region's initial reservation, and the classes if they are given.
     pub fn new(backend: Arc<dyn Backend>, config: HybridConfig) -> Result<Self> {
         config.validate()?;
-        let dynamic = Arc::new(DynamicPool::new(backend, config.dynamic.clone())?);
+        let order = Arc::new(StreamOrder::default());
+        let dynamic = Arc::new(DynamicPool::with_stream_order(backend.clone(), config.dynamic.clone(), order.clone())?);
         let watermark = Watermark::new(config.watermark, dynamic.clone(), config.deterministic)
             .map_err(|err| Error::Worker { message: err.to_string() })?;
         let learn = config.classes.is_empty();
         let pool = HybridPool {
+            backend,
+            order,
             dynamic,
             core: OnceLock::new(),
             learner: Mutex::new(learn.then(ClassLearner::default)),
@@ -207,7 +214,7 @@ impl HybridPool {
         cached: Option<(u32, FreeTag)>,
     ) -> Result<Option<Allocation>> {
         if let Some((index, tag)) = cached {
-            if let Err(err) = self.dynamic.order().order_reuse(&**self.dynamic.backend(), tag, stream_index) {
+            if let Err(err) = self.order.order_reuse(&*self.backend, tag, stream_index) {
                 class.put_back(slot, index, tag);
                 return Err(err);
             }
@@ -261,7 +268,7 @@ impl HybridPool {
     #[cold]
     fn allocate_cached_only(&self, core: &Core, class: &ClassCache, size: u64, stream: StreamId) -> Option<Allocation> {
         let slot = thread_slot::current();
-        let stream_index = self.dynamic.order().index_of(stream);
+        let stream_index = self.order.index_of(stream);
         let (index, tag) = class.take_cached(slot, stream_index, size)?;
         if !tag.reusable_on(stream_index) {
             class.put_back(slot, index, tag);
@@ -305,8 +312,7 @@ impl HybridPool {
     #[inline]
     fn free_in(&self, core: &Core, class: &ClassCache, index: u32, addr: u64) -> Result<()> {
         let block = class.live(index, addr)?;
-        let order = self.dynamic.order();
-        let tag = order.tag_free(&**self.dynamic.backend(), block.stream_index())?;
+        let tag = self.order.tag_free(&*self.backend, block.stream_index())?;
         let slot = thread_slot::current();
         class.free_block(slot, block, tag, addr)?;
         self.watermark.count(slot, -1, core.total_blocks());
@@ -321,7 +327,7 @@ impl Pool for HybridPool {
     }
 
     fn backend(&self) -> &Arc<dyn Backend> {
-        self.dynamic.backend()
+        &self.backend
     }
 
     #[inline]
@@ -334,7 +340,7 @@ impl Pool for HybridPool {
                     // it (a nested Result here cost failed store forwards on every allocation): a cached
                     // block that this stream may reuse at once.
                     let slot = thread_slot::current();
-                    let stream_index = self.dynamic.order().index_of(stream);
+                    let stream_index = self.order.index_of(stream);
                     let cached = class.take_cached(slot, stream_index, size);
                     if let Some((index, tag)) = cached
                         && tag.reusable_on(stream_index)
@@ -415,7 +421,6 @@ impl Pool for HybridPool {
             for block in &mut report.blocks {
                 block.fallback = true;
             }
-            let order = self.dynamic.order();
             for class in core.classes() {
                 let mut live = 0;
                 for (index, size, stream_index) in class.live_blocks() {
@@ -424,7 +429,7 @@ impl Pool for HybridPool {
                         addr: class.addr(index),
                         size,
                         block_size: class.block_size(),
-                        stream: order.stream_of(stream_index),
+                        stream: self.order.stream_of(stream_index),
                         fallback: false,
                     });
                 }
