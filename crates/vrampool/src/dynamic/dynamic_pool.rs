@@ -720,9 +720,7 @@ impl DynamicPool {
     pub fn grow_ahead(&self) -> Result<u64> {
         let mut state = self.state.lock();
         let reserved = self.counters.reserved() + state.pending;
-        let unit = self.policy.unit;
-        let step = ((reserved as f64 * (self.policy.factor - 1.0)) as u64).max(unit);
-        let Some(bytes) = self.policy.growth(reserved, step).filter(|&b| b > 0) else { return Ok(0) };
+        let Some(bytes) = self.policy.step_ahead(reserved) else { return Ok(0) };
         let granularity = match &state.space {
             Space::Virtual(space) => Some(space.granularity()),
             Space::Segments(_) => None,

@@ -45,6 +45,14 @@ impl GrowthPolicy {
         let room_in_units = room / self.unit * self.unit;
         Some(grow.min(room_in_units).max(need))
     }
+
+    /// The bytes one growth ahead of need adds with `reserved` bytes held: one step of the factor
+    /// (`reserved × (factor − 1)`, at least one unit, rounded up to units), or `None` where a whole step
+    /// would pass the cap.
+    pub fn step_ahead(&self, reserved: u64) -> Option<u64> {
+        let step = ((reserved as f64 * (self.factor - 1.0)) as u64).max(self.unit);
+        self.growth(reserved, step).filter(|&bytes| bytes > 0)
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +86,17 @@ mod tests {
         assert_eq!(p.growth(800 * MIB, 100 * MIB), Some(200 * MIB));
         assert_eq!(p.growth(800 * MIB, 201 * MIB), None);
         assert_eq!(p.growth(0, u64::MAX), None);
+    }
+
+    #[test]
+    fn a_step_ahead_is_one_step_of_the_factor_within_the_cap() {
+        let p = policy();
+        assert_eq!(p.step_ahead(256 * MIB), Some(128 * MIB), "256 -> 384");
+        assert_eq!(p.step_ahead(MIB), Some(2 * MIB), "at least one unit");
+        assert_eq!(p.step_ahead(600 * MIB), Some(300 * MIB));
+        assert_eq!(p.step_ahead(700 * MIB), None, "a step of 350 MiB would pass the cap");
+        assert_eq!(p.step_ahead(1000 * MIB), None, "at the cap");
+        assert_eq!(p.step_ahead(0), Some(256 * MIB), "nothing held: the initial size");
     }
 
     #[test]
