@@ -1,7 +1,7 @@
-//! The dynamically growing pool.
+//! The dynamically growing pool: the records of its blocks and the loop that places them. Where its memory
+//! comes from, and the device work that gets it, is its [`Space`]'s.
 
 use std::collections::hash_map::Entry;
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
@@ -9,16 +9,16 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
 use super::block_cache::BlockCache;
-use super::config::{DynamicConfig, VirtualMemory};
+use super::config::DynamicConfig;
 use super::growth_policy::GrowthPolicy;
-use super::segment_space::SegmentSpace;
-use super::virtual_space::VirtualSpace;
+use super::pool_device::PoolDevice;
+use super::space::{Backing, Space};
 use crate::backend::Backend;
 use crate::counters::{LiveTally, PoolStats, ReservedCounters, Stat};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
 use crate::range_allocator::{Carved, NodeId, RangeAllocator};
-use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
+use crate::report::{BlockReport, PoolReport};
 use crate::request::Request;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
@@ -44,28 +44,6 @@ impl LiveBlock {
         span - u64::from(self.rounding)
     }
 }
-
-/// Where the pool's memory comes from.
-#[derive(Debug)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one per pool, so its size costs nothing; a boxed virtual space would cost a pointer chase on every \
-              region allocation"
-)]
-enum Space {
-    Segments(SegmentSpace),
-    Virtual(VirtualSpace),
-}
-
-/// Events a pool keeps outstanding at most for epochs ended at frees ([`VirtualSpace::end_epochs_at_frees`]).
-const MAX_PENDING_EPOCHS: usize = 64;
-
-/// Batches of aliased chunks retiring at once at most ([`DynamicConfig::alias_in_use`]); past it, chunks
-/// still in use are waited for or grown around as without aliasing.
-const MAX_RETIREMENTS: usize = 64;
-/// The most places a block is carved at to find one that touches no retiring chunk
-/// ([`DynamicPool::away_from_retiring`]).
-const MAX_PLACES_TRIED: usize = 8;
 
 /// Everything behind the pool's lock.
 #[derive(Debug)]
@@ -102,16 +80,10 @@ struct DynamicState {
 /// Operations take one lock: O(1) plus, on virtual memory, one step per chunk the block touches.
 #[derive(Debug)]
 pub struct DynamicPool {
-    backend: Arc<dyn Backend>,
     config: DynamicConfig,
-    policy: GrowthPolicy,
+    /// The device, the counters of what the pool holds and asks, the stream order and the growth rule.
+    device: PoolDevice,
     state: Mutex<DynamicState>,
-    /// The streams the pool has seen and the events that order reuse between them; shared with the cache
-    /// in front of the pool ([`DynamicPool::with_stream_order`]), so that the tags of cached blocks mean the
-    /// same here.
-    order: Arc<StreamOrder>,
-    /// Reserved bytes, device calls and rare events.
-    counters: ReservedCounters,
     /// Live bytes and operations, counted under the lock.
     tally: LiveTally,
     cache: OnceLock<FrontCache>,
@@ -139,10 +111,7 @@ impl DynamicPool {
         order: Arc<StreamOrder>,
     ) -> Result<Self> {
         let cap = config.validate(backend.capacity())?;
-        let granularity = match config.virtual_memory {
-            VirtualMemory::Auto => backend.granularity(),
-            VirtualMemory::Off => None,
-        };
+        let granularity = Space::granularity(&config, &*backend);
         let unit = granularity.unwrap_or_else(|| SEGMENT_UNIT.next_multiple_of(backend.segment_unit().max(1)));
         if granularity.is_some_and(|g| cap < g) {
             return Err(Error::invalid_config(
@@ -153,42 +122,12 @@ impl DynamicPool {
         }
         let initial = round_up_to(config.initial_size, unit).unwrap_or(u64::MAX).min(cap / unit * unit);
         let policy = GrowthPolicy { initial_size: initial, factor: config.growth_factor, cap, unit };
-        let counters = ReservedCounters::default();
+        let device = PoolDevice { backend, counters: ReservedCounters::default(), order, policy };
         let mut ranges = RangeAllocator::default();
-        let space = match granularity {
-            Some(g) => {
-                let size = round_up_to(cap.saturating_mul(config.address_space_factor), g).unwrap_or(u64::MAX / 2);
-                let base = backend.reserve_range(size)?;
-                counters.count_call();
-                let mut space = VirtualSpace::new(base, size, g);
-                if initial > 0 {
-                    if let Err(err) = backend.map(base, initial) {
-                        let _ = backend.release_range(base, size);
-                        return Err(err);
-                    }
-                    counters.count_call();
-                    counters.add_reserved(initial);
-                    space.set_mapped(0..(initial / g) as usize, true);
-                }
-                ranges.add_region(base, size);
-                Space::Virtual(space)
-            }
-            None => {
-                let mut segments = SegmentSpace::default();
-                if initial > 0 {
-                    let addr = backend.allocate_segment(initial)?;
-                    counters.count_call();
-                    counters.add_reserved(initial);
-                    segments.add(addr, initial);
-                    ranges.add_region(addr, initial);
-                }
-                Space::Segments(segments)
-            }
-        };
+        let space = Space::open(&device, &config, granularity, initial, &mut ranges)?;
         Ok(DynamicPool {
-            backend,
             config,
-            policy,
+            device,
             state: Mutex::new(DynamicState {
                 ranges,
                 live: FxHashMap::default(),
@@ -196,8 +135,6 @@ impl DynamicPool {
                 space,
                 pending: 0,
             }),
-            order,
-            counters,
             tally: LiveTally::default(),
             cache: OnceLock::new(),
         })
@@ -210,28 +147,22 @@ impl DynamicPool {
 
     /// The growth rule in force (the cap resolved against the device).
     pub fn growth_policy(&self) -> GrowthPolicy {
-        self.policy
+        self.device.policy
     }
 
     /// Whether the pool grows in place in one virtual address range.
     pub fn uses_virtual_memory(&self) -> bool {
-        matches!(self.state.lock().space, Space::Virtual(_))
+        self.state.lock().space.grows_in_place()
     }
 
     /// The error for a request refused for lack of memory, counted among the pool's out-of-memory answers.
     fn out_of_memory(&self, requested: u64) -> Error {
-        self.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
-        self.refusal(requested)
-    }
-
-    /// [`Error::OutOfMemory`] for a growth the cap or the device refused, not counted: the pool may still
-    /// find the memory (in the blocks the cache in front of it gives back) before it answers.
-    fn refusal(&self, requested: u64) -> Error {
+        self.device.counters.rare.ooms.fetch_add(1, Ordering::Relaxed);
         Error::OutOfMemory {
             requested,
             live: self.tally.allocated(),
-            reserved: self.counters.reserved(),
-            cap: self.policy.cap,
+            reserved: self.device.counters.reserved(),
+            cap: self.device.policy.cap,
         }
     }
 
@@ -248,57 +179,35 @@ impl DynamicPool {
             // Asked only when the pool would grow: looking costs a pass over the cache.
             let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.blocks.is_empty());
             if let Some(carved) = state.ranges.allocate(request.span, request.align) {
-                let pending = state.pending;
-                let Space::Virtual(space) = &mut state.space else { return Ok(carved) };
-                let missing = space.use_span(carved.offset, carved.size);
-                if missing.is_empty() {
-                    return Ok(carved);
+                let DynamicState { ranges, space, pending, .. } = &mut *state;
+                let backing = space
+                    .back(ranges, carved, request, *pending, &self.device, || drain_first() && cache_has_blocks())?;
+                match backing {
+                    Backing::Placed(carved) => return Ok(carved),
+                    // Refused by the cap or the device: the cache's blocks come back before the pool gives up.
+                    Backing::Refused if !cache_has_blocks() => return Err(self.out_of_memory(request.size)),
+                    Backing::DrainFirst | Backing::Refused => {
+                        self.drain_cache(state);
+                        drained = true;
+                        continue;
+                    }
                 }
-                let (carved, missing) = self.away_from_retiring(state, request, carved, missing)?;
-                let Space::Virtual(space) = &mut state.space else { unreachable!("placed in a virtual range") };
-                let need = chunk_count(&missing);
-                if drain_first()
-                    && need > space.idle_chunks()
-                    && !self.prefers_growth(space, pending, need)
-                    && cache_has_blocks()
-                {
-                    unplace(space, &mut state.ranges, carved);
-                    self.drain_cache(state);
-                    drained = true;
-                    continue;
-                }
-                let backed = ReservedCounters::timed(&self.counters.rare.device_time_ns, || {
-                    self.back_chunks(space, pending, missing, request.size)
-                });
-                let Err(err) = backed else { return Ok(carved) };
-                unplace(space, &mut state.ranges, carved);
-                if !matches!(err, Error::OutOfMemory { .. }) {
-                    return Err(err);
-                }
-                // Refused by the cap or the device: the cache's blocks come back before the pool gives up.
-                if cache_has_blocks() {
-                    self.drain_cache(state);
-                    drained = true;
-                    continue;
-                }
-                return Err(self.out_of_memory(request.size));
             }
-            if (drain_first() || matches!(state.space, Space::Virtual(_))) && cache_has_blocks() {
+            let fixed_addresses = state.space.grows_in_place();
+            if (drain_first() || fixed_addresses) && cache_has_blocks() {
                 self.drain_cache(state);
                 drained = true;
                 continue;
             }
             // The address range is twice the cap: running out of it means fragmentation beyond repair.
-            if matches!(state.space, Space::Virtual(_)) {
+            if fixed_addresses {
                 return Err(self.out_of_memory(request.size));
             }
-            let grown =
-                ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.grow_segments(state, request))?;
-            if grown {
-                return state
-                    .ranges
-                    .allocate(request.span, request.align)
-                    .ok_or_else(|| self.out_of_memory(request.size));
+            let need =
+                request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
+            let DynamicState { ranges, space, pending, .. } = &mut *state;
+            if space.grow(ranges, need, *pending, &self.device)? {
+                return ranges.allocate(request.span, request.align).ok_or_else(|| self.out_of_memory(request.size));
             }
             // Refused by the cap or the device: first the cache's blocks come back (the request may fit among
             // them), then wholly free segments go back to the device, and the growth is tried again.
@@ -315,54 +224,6 @@ impl DynamicPool {
         }
     }
 
-    /// A place for a block that landed on chunks still retiring (aliased at a new address while queued work
-    /// may use them at the old one), where backing them would wait for that work: the first place the
-    /// block is carved that touches no retiring chunk, within [`MAX_PLACES_TRIED`] places, the places
-    /// tried before held meanwhile so that they are not found again; else the first place. Addresses cost
-    /// nothing unmapped (the range is twice the cap), so the wait is traded for a place that needs backing
-    /// as the first did.
-    fn away_from_retiring(
-        &self,
-        state: &mut DynamicState,
-        request: Request,
-        carved: Carved<FreeTag>,
-        missing: Vec<Range<usize>>,
-    ) -> Result<(Carved<FreeTag>, Vec<Range<usize>>)> {
-        let Space::Virtual(space) = &mut state.space else { return Ok((carved, missing)) };
-        if !self.config.avoid_retiring || space.retirements().is_empty() {
-            return Ok((carved, missing));
-        }
-        // Batches whose work has run are unmapped now, without waiting: only the others would make it wait.
-        self.unmap_retired(space, &[])?;
-        if space.retirements_touching(&missing).is_empty() {
-            return Ok((carved, missing));
-        }
-        // The places tried, held until the search ends so that the range allocator does not give them again.
-        let mut tried = Vec::new();
-        let mut found = None;
-        while found.is_none() && tried.len() + 1 < MAX_PLACES_TRIED {
-            let Some(other) = state.ranges.allocate(request.span, request.align) else { break };
-            let other_missing = space.use_span(other.offset, other.size);
-            if chunk_count(&other_missing) <= chunk_count(&missing)
-                && space.retirements_touching(&other_missing).is_empty()
-            {
-                found = Some((other, other_missing));
-            } else {
-                tried.push(other);
-            }
-        }
-        for other in tried.into_iter().rev() {
-            unplace(space, &mut state.ranges, other);
-        }
-        match found {
-            Some(found) => {
-                unplace(space, &mut state.ranges, carved);
-                Ok(found)
-            }
-            None => Ok((carved, missing)),
-        }
-    }
-
     /// Frees every block the cache in front of the pool holds, with the lock held.
     fn drain_cache(&self, state: &mut DynamicState) {
         let Some(cache) = self.cache.get() else { return };
@@ -372,340 +233,12 @@ impl DynamicPool {
         }
     }
 
-    /// Adds a segment that holds `request`; false when the cap or the device refuses it.
-    fn grow_segments(&self, state: &mut DynamicState, request: Request) -> Result<bool> {
-        let need =
-            request.span.checked_add(request.align - MIN_BLOCK).ok_or_else(|| self.out_of_memory(request.size))?;
-        let Space::Segments(segments) = &mut state.space else { unreachable!("segment growth on a virtual range") };
-        let Some(grow) = self.policy.growth(segments.total() + state.pending, need) else { return Ok(false) };
-        self.counters.count_call();
-        match self.backend.allocate_segment(grow) {
-            Ok(addr) => {
-                segments.add(addr, grow);
-                state.ranges.add_region(addr, grow);
-                self.counters.add_reserved(grow);
-                self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
-            }
-            Err(err) if err.is_out_of_memory() => Ok(false),
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Backs the chunks of `missing` with physical memory: idle chunks moved first, then new chunks, grown
-    /// by the growth policy ahead of need. Whether the cap allows it is decided before anything moves, so an
-    /// out-of-memory answer leaves the mappings as they were. `pending` is memory being added outside the
-    /// lock, counted against the cap.
-    ///
-    /// Moving a chunk must wait for the work that last used it. The pool moves without waiting the idle
-    /// chunks whose last use is known complete (see [`DynamicPool::safe_idle_runs`]); it waits for the whole
-    /// device only when the rest cannot be grown under the cap, or when several streams are in use.
-    fn back_chunks(
-        &self,
-        space: &mut VirtualSpace,
-        pending: u64,
-        mut missing: Vec<Range<usize>>,
-        requested: u64,
-    ) -> Result<()> {
-        let g = space.granularity();
-        self.unmap_retired(space, &missing)?;
-        let need = chunk_count(&missing);
-        let idle = space.idle_chunks();
-        let own =
-            if self.config.reclaim_idle && !self.prefers_growth(space, pending, need) { need.min(idle) } else { 0 };
-        let short = (need - own) as u64 * g;
-        // Without moving, idle chunks still count against the cap: unmapping them may make room.
-        let reserved = space.mapped_bytes() + pending;
-        let mut unmap_first = false;
-        if short > 0 && self.policy.growth(reserved, short).is_none() {
-            let trimmable = (idle - own) as u64 * g;
-            if trimmable == 0 || self.policy.growth(reserved - trimmable, short).is_none() {
-                return Err(self.refusal(requested));
-            }
-            unmap_first = true;
-        }
-        if own > 0 {
-            let safe = self.safe_idle_runs(space, own)?;
-            let safe_count = chunk_count(&safe);
-            let rest_grows = self.policy.growth(reserved, (need - safe_count) as u64 * g).is_some();
-            if safe_count == own {
-                self.move_chunks(space, safe, &mut missing)?;
-            } else if let Some(stream) = self.alias_stream(space) {
-                // The rest are still in use by queued work on the pool's one stream: the new block's work
-                // is queued after it, so their memory can serve it now at a second address.
-                self.move_chunks(space, safe, &mut missing)?;
-                let busy = space.idle_runs(own - safe_count);
-                self.alias_chunks(space, stream, busy, &mut missing)?;
-            } else if rest_grows && !self.config.wait_for_idle {
-                self.move_chunks(space, safe, &mut missing)?;
-            } else {
-                // The cap leaves no room to grow around chunks still in use, or the config says to wait
-                // rather than grow: wait until enough of them are safe.
-                ReservedCounters::timed(&self.counters.rare.wait_time_ns, || self.wait_for_idle_chunks(space, own))?;
-                self.move_chunks(space, space.safe_idle_runs(own), &mut missing)?;
-            }
-        }
-        if missing.is_empty() {
-            return Ok(());
-        }
-        if unmap_first {
-            self.unmap_idle(space)?;
-        }
-        let short = missing.iter().map(|run| run.len() as u64).sum::<u64>() * g;
-        let reserved = space.mapped_bytes() + pending;
-        let grow = self.policy.growth(reserved, short).ok_or_else(|| self.refusal(requested))?;
-        let extra = ((grow - short) / g) as usize;
-        let last = missing.len() - 1;
-        for (i, run) in missing.into_iter().enumerate() {
-            let run = if i == last { space.extend_run(run, extra) } else { run };
-            let bytes = run.len() as u64 * g;
-            self.counters.count_call();
-            match self.backend.map(space.chunk_addr(run.start), bytes) {
-                Ok(()) => {}
-                Err(err) if err.is_out_of_memory() => return Err(self.refusal(requested)),
-                Err(err) => return Err(err),
-            }
-            space.set_mapped(run, true);
-            self.counters.add_reserved(bytes);
-        }
-        space.count_growth();
-        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Rent or buy: whether to map new memory for `need` chunks rather than move idle ones. A move costs
-    /// device calls each time a block lands where nothing is mapped; a growth costs memory once. Once the
-    /// chunks moved since the last growth add up to what one growth step would add, the pool grows (where
-    /// the cap allows) instead of moving more, so a workload that keeps landing on unmapped addresses pays
-    /// for at most one step of moves per step of growth, and stops paying once the pool is large enough.
-    fn prefers_growth(&self, space: &VirtualSpace, pending: u64, need: usize) -> bool {
-        let g = space.granularity();
-        let reserved = space.mapped_bytes() + pending;
-        self.policy.growth(reserved, need as u64 * g).is_some_and(|step| space.moved_since_growth() as u64 * g >= step)
-    }
-
-    /// Idle chunks that can be moved without waiting, at most `limit`: on one stream, those idle since an
-    /// epoch whose event has completed. An event is recorded now to end the current epoch, so that on an
-    /// idle device every idle chunk is safe at once. With several streams, none is (moves wait).
-    fn safe_idle_runs(&self, space: &mut VirtualSpace, limit: usize) -> Result<Vec<Range<usize>>> {
-        let order = &self.order;
-        if order.is_multi_stream() {
-            return Ok(Vec::new());
-        }
-        if let Some(stream) = order.only_stream() {
-            match self.backend.record_event(stream) {
-                Ok(event) => space.end_epoch(event),
-                // The stream cannot take an event: treat every recent chunk as still in use.
-                Err(_) => return Ok(space.safe_idle_runs(limit)),
-            }
-        }
-        self.retire_complete_epochs(space)?;
-        Ok(space.safe_idle_runs(limit))
-    }
-
-    /// Marks safe the chunks of every ended epoch whose event has completed, and gives those events back.
-    fn retire_complete_epochs(&self, space: &mut VirtualSpace) -> Result<()> {
-        let mut completed = None;
-        for (epoch, event) in space.epoch_events() {
-            if !self.backend.event_complete(event)? {
-                break;
-            }
-            completed = Some(epoch);
-        }
-        if let Some(epoch) = completed {
-            for event in space.complete_through(epoch) {
-                self.backend.release_event(event);
-            }
-        }
-        Ok(())
-    }
-
-    /// Ends the epoch right after a free that left chunks idle ([`VirtualSpace::end_epochs_at_frees`]), on
-    /// the pool's one stream, with at most [`MAX_PENDING_EPOCHS`] events outstanding (completed ones are
-    /// retired first). A free never fails for this: where no event can be recorded the chunks stay in the
-    /// open epoch, to be waited for if they are needed.
-    #[cold]
-    fn end_epoch_at_free(&self, space: &mut VirtualSpace) {
-        let Some(stream) = self.order.only_stream() else { return };
-        if space.pending_epochs() >= MAX_PENDING_EPOCHS
-            && (self.retire_complete_epochs(space).is_err() || space.pending_epochs() >= MAX_PENDING_EPOCHS)
-        {
-            return;
-        }
-        if let Ok(event) = self.backend.record_event(stream) {
-            space.end_epoch(event);
-        }
-    }
-
-    /// Waits until `need` idle chunks are safe to move. On one stream, for the event of the oldest epoch
-    /// that makes them so ([`VirtualSpace::epoch_covering`]): the host waits only for the work that last
-    /// used them, and the work queued after it keeps the device busy, where a synchronisation would leave
-    /// it idle until the program queues more. With several streams, or where no event covers them, for the
-    /// whole device.
-    fn wait_for_idle_chunks(&self, space: &mut VirtualSpace, need: usize) -> Result<()> {
-        space.end_epochs_at_frees();
-        if !self.order.is_multi_stream()
-            && let Some((epoch, event)) = space.epoch_covering(need)
-        {
-            self.backend.wait_event(event)?;
-            self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
-            for event in space.complete_through(epoch) {
-                self.backend.release_event(event);
-            }
-            return Ok(());
-        }
-        self.wait_for_device(space)
-    }
-
-    /// Waits for the whole device: every idle chunk becomes safe to move or unmap.
-    fn wait_for_device(&self, space: &mut VirtualSpace) -> Result<()> {
-        self.order.synchronize(&*self.backend)?;
-        for event in space.device_idle() {
-            self.backend.release_event(event);
-        }
-        Ok(())
-    }
-
-    /// Moves the mapped chunks of `sources` (safe to move) under the runs of `missing`, in batches of
-    /// contiguous chunks; leaves in `missing` what is still unbacked.
-    fn move_chunks(
-        &self,
-        space: &mut VirtualSpace,
-        sources: Vec<Range<usize>>,
-        missing: &mut Vec<Range<usize>>,
-    ) -> Result<()> {
-        let g = space.granularity();
-        pair_runs(sources, missing, |from, to| {
-            self.counters.count_call();
-            self.backend.remap(space.chunk_addr(from.start), space.chunk_addr(to.start), from.len() as u64 * g)?;
-            space.set_mapped(from.clone(), false);
-            space.set_mapped(to.clone(), true);
-            self.counters.rare.chunks_moved.fetch_add(from.len() as u64, Ordering::Relaxed);
-            space.count_moved(from.len());
-            Ok(())
-        })
-    }
-
-    /// The stream on which idle chunks still in use may be aliased to a new block
-    /// ([`DynamicConfig::alias_in_use`]): the pool's one stream, where the device supports aliases and
-    /// fewer than [`MAX_RETIREMENTS`] batches are retiring.
-    fn alias_stream(&self, space: &VirtualSpace) -> Option<StreamId> {
-        if !self.config.alias_in_use || !self.backend.supports_alias() || space.retirements().len() >= MAX_RETIREMENTS {
-            return None;
-        }
-        self.order.only_stream()
-    }
-
-    /// Maps the idle chunks of `sources`, which work queued on `stream` may still use, under the runs of
-    /// `missing` as well, in batches of contiguous chunks, and retires them from their old addresses until
-    /// an event recorded first on `stream` completes; leaves in `missing` what is still unbacked.
-    fn alias_chunks(
-        &self,
-        space: &mut VirtualSpace,
-        stream: StreamId,
-        sources: Vec<Range<usize>>,
-        missing: &mut Vec<Range<usize>>,
-    ) -> Result<()> {
-        if sources.is_empty() {
-            return Ok(());
-        }
-        let event = self.backend.record_event(stream)?;
-        self.order.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
-        let g = space.granularity();
-        let mut retired = Vec::new();
-        let aliased = pair_runs(sources, missing, |from, to| {
-            self.counters.count_call();
-            self.backend.alias(space.chunk_addr(from.start), space.chunk_addr(to.start), from.len() as u64 * g)?;
-            space.set_mapped(to.clone(), true);
-            self.counters.rare.chunks_aliased.fetch_add(from.len() as u64, Ordering::Relaxed);
-            space.count_moved(from.len());
-            retired.push(from.clone());
-            Ok(())
-        });
-        if retired.is_empty() {
-            self.backend.release_event(event);
-        } else {
-            space.retire(retired, event);
-        }
-        aliased
-    }
-
-    /// Unmaps retiring chunks from their old addresses: those among `missing` (a block landed on them, and
-    /// needs them backed) once the work queued before their alias has run, waiting for it if need be; the
-    /// others where that work is known to have run.
-    fn unmap_retired(&self, space: &mut VirtualSpace, missing: &[Range<usize>]) -> Result<()> {
-        let needed = space.retirements_touching(missing);
-        // Newest first, so that taking a batch out leaves the positions still to visit as they were.
-        for position in (0..space.retirements().len()).rev() {
-            let event = space.retirements()[position].event;
-            let done = if needed.contains(&position) {
-                ReservedCounters::timed(&self.counters.rare.wait_time_ns, || self.backend.wait_event(event))?;
-                self.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
-                true
-            } else {
-                self.backend.event_complete(event)?
-            };
-            if done {
-                self.unmap_retirement(space, position)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Unmaps the retiring batch at `position`, whose work has run, from its old addresses.
-    fn unmap_retirement(&self, space: &mut VirtualSpace, position: usize) -> Result<()> {
-        let g = space.granularity();
-        let retirement = space.finish_retirement(position);
-        self.backend.release_event(retirement.event);
-        for run in retirement.runs {
-            self.counters.count_call();
-            self.backend.unmap(space.chunk_addr(run.start), run.len() as u64 * g)?;
-        }
-        Ok(())
-    }
-
-    /// Unmaps every idle chunk (and every retiring one from its old address); returns the bytes given back.
-    fn unmap_idle(&self, space: &mut VirtualSpace) -> Result<u64> {
-        let runs = space.idle_runs(usize::MAX);
-        if runs.is_empty() && space.retirements().is_empty() {
-            return Ok(0);
-        }
-        self.wait_for_device(space)?;
-        while !space.retirements().is_empty() {
-            self.unmap_retirement(space, 0)?;
-        }
-        let mut released = 0;
-        for run in runs {
-            let bytes = run.len() as u64 * space.granularity();
-            self.counters.count_call();
-            self.backend.unmap(space.chunk_addr(run.start), bytes)?;
-            space.set_mapped(run, false);
-            self.counters.sub_reserved(bytes);
-            released += bytes;
-        }
-        Ok(released)
-    }
-
     /// Gives wholly free memory back, with the lock held (the cache in front gives its blocks back first).
     fn trim_locked(&self, state: &mut DynamicState) -> Result<u64> {
         self.drain_cache(state);
-        let released = match &mut state.space {
-            Space::Virtual(space) => self.unmap_idle(space)?,
-            Space::Segments(segments) => {
-                let mut released = 0;
-                for (addr, size) in state.ranges.free_regions() {
-                    debug_assert_eq!(segments.size_of(addr), Some(size), "regions are whole segments");
-                    self.counters.count_call();
-                    self.backend.free_segment(addr, size)?;
-                    state.ranges.remove_free_region(addr);
-                    segments.remove(addr);
-                    self.counters.sub_reserved(size);
-                    released += size;
-                }
-                released
-            }
-        };
-        self.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
+        let DynamicState { ranges, space, .. } = state;
+        let released = space.trim(ranges, &self.device)?;
+        self.device.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
         Ok(released)
     }
 
@@ -715,92 +248,22 @@ impl DynamicPool {
         let _ = self.cache.set(FrontCache { blocks: cache, drain_before_growth });
     }
 
-    /// Grows the pool by one step of its growth policy ahead of need, without holding the pool's lock
-    /// while the device works, so allocations go on meanwhile. Returns the bytes added (0 at the cap).
+    /// Grows the pool by one step of its growth policy ahead of need ([`GrowthPolicy::step_ahead`]), without
+    /// holding the pool's lock while the device works, so allocations go on meanwhile. Returns the bytes
+    /// added (0 at the cap).
     pub fn grow_ahead(&self) -> Result<u64> {
         let mut state = self.state.lock();
-        let reserved = self.counters.reserved() + state.pending;
-        let Some(bytes) = self.policy.step_ahead(reserved) else { return Ok(0) };
-        let granularity = match &state.space {
-            Space::Virtual(space) => Some(space.granularity()),
-            Space::Segments(_) => None,
-        };
-        match granularity {
-            Some(g) => {
-                let DynamicState { ranges, space, .. } = &mut *state;
-                // Always virtual memory here: only it has a granularity.
-                let Space::Virtual(space) = space else { return Ok(0) };
-                let Some(carved) = ranges.allocate(bytes, g) else { return Ok(0) };
-                // The stretch is a block while the device maps it, so nothing else lands on it. Only its chunks
-                // not mapped yet are mapped (the device refuses a chunk mapped twice): a stretch that starts on
-                // free mapped chunks grows by the rest, a stretch wholly mapped needs no growth. Chunks still
-                // mapped at their old addresses after an alias cannot be mapped again yet: no growth now.
-                let missing = space.use_span(carved.offset, carved.size);
-                if missing.is_empty() || !space.retirements_touching(&missing).is_empty() {
-                    unplace(space, ranges, carved);
-                    return Ok(0);
-                }
-                let runs: Vec<(Range<usize>, u64)> =
-                    missing.into_iter().map(|run| (run.clone(), space.chunk_addr(run.start))).collect();
-                let short = runs.iter().map(|(run, _)| run.len() as u64).sum::<u64>() * g;
-                state.pending += short;
-                drop(state);
-                let mut mapped = Vec::with_capacity(runs.len());
-                let mut failure = None;
-                for (run, addr) in runs {
-                    self.counters.count_call();
-                    match self.backend.map(addr, run.len() as u64 * g) {
-                        Ok(()) => mapped.push(run),
-                        Err(err) => {
-                            failure = Some(err);
-                            break;
-                        }
-                    }
-                }
-                let mut state = self.state.lock();
-                let state = &mut *state;
-                state.pending -= short;
-                let mut added = 0;
-                if let Space::Virtual(space) = &mut state.space {
-                    for run in mapped {
-                        added += run.len() as u64 * g;
-                        space.set_mapped(run, true);
-                    }
-                    if added > 0 {
-                        space.count_growth();
-                        self.counters.add_reserved(added);
-                    }
-                    space.release_span(carved.offset, carved.size);
-                }
-                state.ranges.free(carved.node, carved.tag);
-                if added > 0 {
-                    self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-                    self.counters.rare.pre_expansions.fetch_add(1, Ordering::Relaxed);
-                }
-                return match failure {
-                    Some(err) => Err(err),
-                    None => Ok(added),
-                };
-            }
-            None => {
-                state.pending += bytes;
-                drop(state);
-                self.counters.count_call();
-                let segment = self.backend.allocate_segment(bytes);
-                let mut state = self.state.lock();
-                let state = &mut *state;
-                state.pending -= bytes;
-                let addr = segment?;
-                if let Space::Segments(segments) = &mut state.space {
-                    segments.add(addr, bytes);
-                }
-                state.ranges.add_region(addr, bytes);
-                self.counters.add_reserved(bytes);
-            }
-        }
-        self.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
-        self.counters.rare.pre_expansions.fetch_add(1, Ordering::Relaxed);
-        Ok(bytes)
+        let reserved = self.device.counters.reserved() + state.pending;
+        let Some(bytes) = self.device.policy.step_ahead(reserved) else { return Ok(0) };
+        let DynamicState { ranges, space, .. } = &mut *state;
+        let Some(mut ahead) = space.plan_ahead(ranges, bytes) else { return Ok(0) };
+        state.pending += ahead.pending_bytes();
+        drop(state);
+        ahead.make(&self.device);
+        let mut state = self.state.lock();
+        state.pending -= ahead.pending_bytes();
+        let DynamicState { ranges, space, .. } = &mut *state;
+        space.finish_ahead(ranges, ahead, &self.device)
     }
 
     /// Carves a block of `size` bytes for the cache in front of the pool ([`DynamicPool::set_block_cache`]):
@@ -814,17 +277,16 @@ impl DynamicPool {
     /// where `for_cache`, else among the live allocations.
     fn allocate_into(&self, size: u64, alignment: u64, stream: StreamId, for_cache: bool) -> Result<Allocation> {
         let request = Request::new(size, alignment)?;
-        if request.span > self.policy.cap {
+        if request.span > self.device.policy.cap {
             return Err(self.out_of_memory(size));
         }
-        let stream_index = self.order.index_of(stream);
+        let order = &self.device.order;
+        let stream_index = order.index_of(stream);
         let mut state = self.state.lock();
         let carved = self.place(&mut state, request)?;
-        if let Err(err) = self.order.order_reuse(&*self.backend, carved.tag, stream_index) {
-            if let Space::Virtual(space) = &mut state.space {
-                space.release_span(carved.offset, carved.size);
-            }
-            state.ranges.free(carved.node, carved.tag);
+        if let Err(err) = order.order_reuse(&*self.device.backend, carved.tag, stream_index) {
+            let DynamicState { ranges, space, .. } = &mut *state;
+            space.unplace(ranges, carved);
             return Err(err);
         }
         // The block is the request rounded up to 256 bytes: what it adds fits a byte.
@@ -851,7 +313,7 @@ impl DynamicPool {
             Entry::Vacant(_) => return Err(self.bad_free(state, addr)),
         };
         let block = *entry.get();
-        let tag = self.order.tag_free(&*self.backend, usize::from(block.stream_index))?;
+        let tag = self.device.order.tag_free(&*self.device.backend, usize::from(block.stream_index))?;
         entry.remove();
         shrink_if_sparse(&mut state.live);
         Ok(self.release_block(state, block, tag))
@@ -870,12 +332,7 @@ impl DynamicPool {
         let (offset, span) = state.ranges.span(block.node);
         let size = block.size(span);
         state.ranges.free(block.node, tag);
-        if let Space::Virtual(space) = &mut state.space
-            && space.release_span(offset, span)
-            && space.ends_epochs_at_frees()
-        {
-            ReservedCounters::timed(&self.counters.rare.device_time_ns, || self.end_epoch_at_free(space));
-        }
+        state.space.release_span(offset, span, &self.device);
         self.tally.on_free(size);
         size
     }
@@ -890,11 +347,7 @@ impl DynamicPool {
         if let Some((block, _)) = state.ranges.used_block_containing(addr) {
             return Error::InteriorAddress { addr, block };
         }
-        let inside = match &state.space {
-            Space::Virtual(space) => addr >= space.base() && addr < space.base() + space.size(),
-            Space::Segments(segments) => segments.contains(addr),
-        };
-        if inside { Error::NotLive { addr } } else { Error::ForeignAddress { addr } }
+        if state.space.contains(addr) { Error::NotLive { addr } } else { Error::ForeignAddress { addr } }
     }
 }
 
@@ -910,49 +363,13 @@ fn shrink_if_sparse<V>(map: &mut FxHashMap<u64, V>) {
     }
 }
 
-/// Pairs the chunks of `sources` with the runs of `missing` in order, in batches contiguous on both sides,
-/// and gives each batch to `give` as `(from, to)`; leaves in `missing` what no source reached (or what was
-/// left when `give` failed, its error returned).
-fn pair_runs(
-    sources: Vec<Range<usize>>,
-    missing: &mut Vec<Range<usize>>,
-    mut give: impl FnMut(Range<usize>, Range<usize>) -> Result<()>,
-) -> Result<()> {
-    let mut sources = sources.into_iter();
-    let Some(mut source) = sources.next() else { return Ok(()) };
-    let mut targets = std::mem::take(missing).into_iter();
-    while let Some(mut target) = targets.next() {
-        while !target.is_empty() {
-            if source.is_empty() {
-                match sources.next() {
-                    Some(next) => source = next,
-                    None => {
-                        missing.push(target);
-                        missing.extend(targets);
-                        return Ok(());
-                    }
-                }
-            }
-            let n = target.len().min(source.len());
-            if let Err(err) = give(source.start..source.start + n, target.start..target.start + n) {
-                missing.push(target);
-                missing.extend(targets);
-                return Err(err);
-            }
-            source.start += n;
-            target.start += n;
-        }
-    }
-    Ok(())
-}
-
 impl Pool for DynamicPool {
     fn strategy(&self) -> &'static str {
         "dynamic"
     }
 
     fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
+        &self.device.backend
     }
 
     fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation> {
@@ -965,10 +382,11 @@ impl Pool for DynamicPool {
 
     fn stats(&self) -> PoolStats {
         let tally = self.tally.read();
-        let rare = &self.counters.rare;
+        let (counters, order) = (&self.device.counters, &self.device.order.counters);
+        let rare = &counters.rare;
         PoolStats {
             allocated_bytes: Stat { current: tally.allocated, peak: tally.allocated_peak },
-            reserved_bytes: Stat { current: self.counters.reserved(), peak: self.counters.reserved_peak() },
+            reserved_bytes: Stat { current: counters.reserved(), peak: counters.reserved_peak() },
             active_allocations: tally.allocations - tally.frees,
             allocations: tally.allocations,
             frees: tally.frees,
@@ -981,10 +399,10 @@ impl Pool for DynamicPool {
             chunks_moved: rare.chunks_moved.load(Ordering::Relaxed),
             chunks_aliased: rare.chunks_aliased.load(Ordering::Relaxed),
             trimmed_bytes: rare.trimmed_bytes.load(Ordering::Relaxed),
-            events_recorded: self.order.counters.events_recorded.load(Ordering::Relaxed),
-            stream_waits: self.order.counters.stream_waits.load(Ordering::Relaxed),
-            synchronizations: self.order.counters.synchronizations.load(Ordering::Relaxed),
-            event_waits: self.order.counters.event_waits.load(Ordering::Relaxed),
+            events_recorded: order.events_recorded.load(Ordering::Relaxed),
+            stream_waits: order.stream_waits.load(Ordering::Relaxed),
+            synchronizations: order.synchronizations.load(Ordering::Relaxed),
+            event_waits: order.event_waits.load(Ordering::Relaxed),
             device_time_ns: rare.device_time_ns.load(Ordering::Relaxed),
             wait_time_ns: rare.wait_time_ns.load(Ordering::Relaxed),
         }
@@ -992,18 +410,7 @@ impl Pool for DynamicPool {
 
     fn report(&self) -> PoolReport {
         let state = self.state.lock();
-        let segments = match &state.space {
-            Space::Virtual(space) => vec![SegmentReport {
-                kind: SegmentKind::VirtualRange,
-                addr: space.base(),
-                size: space.size(),
-                reserved_bytes: space.mapped_bytes(),
-            }],
-            Space::Segments(segments) => segments
-                .iter()
-                .map(|(addr, size)| SegmentReport { kind: SegmentKind::Segment, addr, size, reserved_bytes: size })
-                .collect(),
-        };
+        let segments = state.space.report();
         let mut blocks: Vec<BlockReport> = state
             .live
             .iter()
@@ -1013,7 +420,7 @@ impl Pool for DynamicPool {
                     addr,
                     size: block.size(span),
                     block_size: span,
-                    stream: self.order.stream_of(usize::from(block.stream_index)),
+                    stream: self.device.order.stream_of(usize::from(block.stream_index)),
                     fallback: false,
                 }
             })
@@ -1022,7 +429,7 @@ impl Pool for DynamicPool {
         blocks.sort_by_key(|b| b.addr);
         PoolReport {
             strategy: self.strategy().into(),
-            backend: self.backend.name(),
+            backend: self.device.backend.name(),
             stats: self.stats(),
             segments,
             blocks,
@@ -1038,45 +445,10 @@ impl Pool for DynamicPool {
 
 impl Drop for DynamicPool {
     fn drop(&mut self) {
-        let backend = &*self.backend;
-        self.order.release_all(backend);
-        let state = self.state.get_mut();
-        match &mut state.space {
-            Space::Virtual(space) => {
-                let _ = backend.synchronize();
-                for (_, event) in space.epoch_events().collect::<Vec<_>>() {
-                    backend.release_event(event);
-                }
-                while !space.retirements().is_empty() {
-                    let retirement = space.finish_retirement(0);
-                    backend.release_event(retirement.event);
-                    for run in retirement.runs {
-                        let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());
-                    }
-                }
-                for run in space.mapped_runs() {
-                    let _ = backend.unmap(space.chunk_addr(run.start), run.len() as u64 * space.granularity());
-                }
-                let _ = backend.release_range(space.base(), space.size());
-            }
-            Space::Segments(segments) => {
-                for (addr, size) in segments.iter() {
-                    let _ = backend.free_segment(addr, size);
-                }
-            }
-        }
+        let backend = &*self.device.backend;
+        self.device.order.release_all(backend);
+        self.state.get_mut().space.release(backend);
     }
-}
-
-/// The chunks in `runs`.
-fn chunk_count(runs: &[Range<usize>]) -> usize {
-    runs.iter().map(|run| run.len()).sum()
-}
-
-/// Gives back a place carved in a virtual range: its span in `space` and its addresses in `ranges`.
-fn unplace(space: &mut VirtualSpace, ranges: &mut RangeAllocator<FreeTag>, carved: Carved<FreeTag>) {
-    space.release_span(carved.offset, carved.size);
-    ranges.free(carved.node, carved.tag);
 }
 
 #[cfg(test)]

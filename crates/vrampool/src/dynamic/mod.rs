@@ -1,11 +1,12 @@
 //! The dynamically growing pool: starts small, grows on demand by a factor up to a cap.
 
 mod block_cache;
-mod chunk_set;
 mod config;
 mod dynamic_pool;
 mod growth_policy;
+mod pool_device;
 mod segment_space;
+mod space;
 mod virtual_space;
 
 pub(crate) use block_cache::BlockCache;

@@ -1,6 +1,7 @@
-//! The address range of a dynamic pool on virtual memory: which chunks are mapped, how many live blocks
-//! touch each, which mapped chunks sit idle under wholly free stretches, and which are retiring: their memory
-//! aliased to another address while queued work may still use them here.
+//! The books of a virtual space's address range, chunk by chunk: which chunks are mapped, how many live
+//! blocks touch each, which mapped chunks sit idle under wholly free stretches, and which are retiring:
+//! their memory aliased to another address while queued work may still use them here. No device calls:
+//! [`super::VirtualSpace`] makes them and records them here.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -13,10 +14,10 @@ use crate::backend::EventId;
 /// Idle chunks are stamped with the epoch in which they became idle. An epoch ends when the pool records an
 /// event on its stream; once that event completes, no work queued before it still touches the chunks that
 /// became idle in that epoch or earlier, and they can be moved without waiting for the device. Idle chunks
-/// that cannot wait for that are aliased ([`VirtualSpace::retire`]): they count as unmapped here, and stay
+/// that cannot wait for that are aliased ([`ChunkMap::retire`]): they count as unmapped here, and stay
 /// mapped on the device, in a [`Retirement`], until their event completes.
 #[derive(Debug)]
-pub(crate) struct VirtualSpace {
+pub(super) struct ChunkMap {
     base: u64,
     size: u64,
     granularity: u64,
@@ -30,7 +31,7 @@ pub(crate) struct VirtualSpace {
     epoch: u32,
     safe_through: u32,
     epoch_events: VecDeque<(u32, EventId)>,
-    /// Whether a free that leaves chunks idle ends the epoch ([`VirtualSpace::end_epochs_at_frees`]).
+    /// Whether a free that leaves chunks idle ends the epoch ([`ChunkMap::end_epochs_at_frees`]).
     epochs_at_frees: bool,
     moved_since_growth: usize,
     /// Chunks whose physical memory was aliased to another address while queued work may still use them
@@ -42,11 +43,11 @@ pub(crate) struct VirtualSpace {
 
 /// Chunks aliased away from their address in one batch, waiting for the work queued before to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Retirement {
+pub(super) struct Retirement {
     /// The runs of chunks, still mapped on the device at these addresses.
-    pub(crate) runs: Vec<Range<usize>>,
+    pub(super) runs: Vec<Range<usize>>,
     /// Recorded on the pool's stream when the chunks were aliased: once it completes they may be unmapped.
-    pub(crate) event: EventId,
+    pub(super) event: EventId,
 }
 
 impl Retirement {
@@ -65,11 +66,11 @@ const WORD_PATH_CHUNKS: usize = 8;
 /// The epoch stamp of chunks mapped and never used: safe to move at any time.
 const FRESH: u32 = 0;
 
-impl VirtualSpace {
+impl ChunkMap {
     /// A range of `size` bytes at `base`, nothing mapped.
-    pub(crate) fn new(base: u64, size: u64, granularity: u64) -> Self {
+    pub(super) fn new(base: u64, size: u64, granularity: u64) -> Self {
         let chunks = (size / granularity) as usize;
-        VirtualSpace {
+        ChunkMap {
             base,
             size,
             granularity,
@@ -87,30 +88,50 @@ impl VirtualSpace {
         }
     }
 
-    pub(crate) fn base(&self) -> u64 {
+    pub(super) fn base(&self) -> u64 {
         self.base
     }
 
-    pub(crate) fn size(&self) -> u64 {
+    pub(super) fn size(&self) -> u64 {
         self.size
     }
 
-    pub(crate) fn granularity(&self) -> u64 {
+    pub(super) fn granularity(&self) -> u64 {
         self.granularity
     }
 
+    /// Bytes in `chunks` chunks.
+    pub(super) fn bytes(&self, chunks: usize) -> u64 {
+        chunks as u64 * self.granularity
+    }
+
+    /// Whole chunks in `bytes` (rounded down).
+    pub(super) fn whole_chunks(&self, bytes: u64) -> usize {
+        (bytes / self.granularity) as usize
+    }
+
+    /// The first address of `run` and its bytes.
+    pub(super) fn extent(&self, run: &Range<usize>) -> (u64, u64) {
+        (self.chunk_addr(run.start), self.bytes(run.len()))
+    }
+
+    /// Whether `addr` lies in the range.
+    pub(super) fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr < self.base + self.size
+    }
+
     /// Bytes of mapped chunks.
-    pub(crate) fn mapped_bytes(&self) -> u64 {
-        self.mapped.count() as u64 * self.granularity
+    pub(super) fn mapped_bytes(&self) -> u64 {
+        self.bytes(self.mapped.count())
     }
 
     /// Mapped chunks that no live block touches.
-    pub(crate) fn idle_chunks(&self) -> usize {
+    pub(super) fn idle_chunks(&self) -> usize {
         self.idle.count()
     }
 
     /// The address of chunk `index`.
-    pub(crate) fn chunk_addr(&self, index: usize) -> u64 {
+    pub(super) fn chunk_addr(&self, index: usize) -> u64 {
         self.base + index as u64 * self.granularity
     }
 
@@ -125,7 +146,7 @@ impl VirtualSpace {
     }
 
     /// Counts a live block on `[addr, addr + size)`; returns the runs of its chunks that are not mapped.
-    pub(crate) fn use_span(&mut self, addr: u64, size: u64) -> Vec<Range<usize>> {
+    pub(super) fn use_span(&mut self, addr: u64, size: u64) -> Vec<Range<usize>> {
         let chunks = self.chunks(addr, size);
         if chunks.len() < WORD_PATH_CHUNKS {
             let mut all_mapped = true;
@@ -148,7 +169,7 @@ impl VirtualSpace {
 
     /// Forgets a live block on `[addr, addr + size)`; mapped chunks no block touches become idle. Returns
     /// whether any did.
-    pub(crate) fn release_span(&mut self, addr: u64, size: u64) -> bool {
+    pub(super) fn release_span(&mut self, addr: u64, size: u64) -> bool {
         let chunks = self.chunks(addr, size);
         let mut went_idle = false;
         if chunks.len() < WORD_PATH_CHUNKS {
@@ -189,7 +210,7 @@ impl VirtualSpace {
     }
 
     /// Records the chunks of `run` as mapped or unmapped.
-    pub(crate) fn set_mapped(&mut self, run: Range<usize>, mapped: bool) {
+    pub(super) fn set_mapped(&mut self, run: Range<usize>, mapped: bool) {
         for index in run {
             if mapped {
                 self.mapped.insert(index);
@@ -205,28 +226,28 @@ impl VirtualSpace {
     }
 
     /// Chunks moved since the space last gained new physical memory.
-    pub(crate) fn moved_since_growth(&self) -> usize {
+    pub(super) fn moved_since_growth(&self) -> usize {
         self.moved_since_growth
     }
 
     /// Counts `chunks` moved from idle stretches to where a block needed them.
-    pub(crate) fn count_moved(&mut self, chunks: usize) {
+    pub(super) fn count_moved(&mut self, chunks: usize) {
         self.moved_since_growth += chunks;
     }
 
     /// Records that new physical memory was mapped: the count of moves starts again.
-    pub(crate) fn count_growth(&mut self) {
+    pub(super) fn count_growth(&mut self) {
         self.moved_since_growth = 0;
     }
 
     /// Runs of idle chunks, highest addresses first, at most `limit` chunks in all.
-    pub(crate) fn idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
+    pub(super) fn idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
         self.idle.runs_from_top(limit)
     }
 
     /// Runs of idle chunks that no queued work can still touch (idle since an epoch whose event completed),
     /// highest addresses first, at most `limit` chunks in all.
-    pub(crate) fn safe_idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
+    pub(super) fn safe_idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
         let mut taken = 0;
         for run in self.idle.runs_from_top(usize::MAX) {
@@ -248,7 +269,7 @@ impl VirtualSpace {
     }
 
     /// Ends the current epoch with `event`, recorded on the pool's stream just now.
-    pub(crate) fn end_epoch(&mut self, event: EventId) {
+    pub(super) fn end_epoch(&mut self, event: EventId) {
         self.epoch_events.push_back((self.epoch, event));
         self.epoch += 1;
     }
@@ -257,29 +278,29 @@ impl VirtualSpace {
     /// so that those chunks are known safe to move once the device has run past it, with no wait later. Set
     /// once the pool has had to wait for idle chunks: on a device that keeps up, epochs end only when the
     /// pool looks for chunks to move, and frees record nothing.
-    pub(crate) fn end_epochs_at_frees(&mut self) {
+    pub(super) fn end_epochs_at_frees(&mut self) {
         self.epochs_at_frees = true;
     }
 
     /// Whether frees that leave chunks idle end the epoch.
-    pub(crate) fn ends_epochs_at_frees(&self) -> bool {
+    pub(super) fn ends_epochs_at_frees(&self) -> bool {
         self.epochs_at_frees
     }
 
     /// Ended epochs whose events are not yet known complete.
-    pub(crate) fn pending_epochs(&self) -> usize {
+    pub(super) fn pending_epochs(&self) -> usize {
         self.epoch_events.len()
     }
 
     /// The events of ended epochs not yet known complete, oldest first.
-    pub(crate) fn epoch_events(&self) -> impl Iterator<Item = (u32, EventId)> + '_ {
+    pub(super) fn epoch_events(&self) -> impl Iterator<Item = (u32, EventId)> + '_ {
         self.epoch_events.iter().copied()
     }
 
     /// The oldest ended epoch, with its event, by whose end at least `need` of the idle chunks had gone idle:
     /// once its event completes, that many idle chunks are safe to move. `None` when fewer chunks are idle,
     /// or when some of those needed went idle in the current epoch (no event ends it yet).
-    pub(crate) fn epoch_covering(&self, need: usize) -> Option<(u32, EventId)> {
+    pub(super) fn epoch_covering(&self, need: usize) -> Option<(u32, EventId)> {
         let mut stamps: Vec<u32> =
             self.idle.runs_from_top(usize::MAX).into_iter().flatten().map(|index| self.idle_since[index]).collect();
         if need == 0 || stamps.len() < need {
@@ -291,7 +312,7 @@ impl VirtualSpace {
 
     /// Records that the event ending `epoch` completed; returns the events of that epoch and earlier ones,
     /// to give back.
-    pub(crate) fn complete_through(&mut self, epoch: u32) -> Vec<EventId> {
+    pub(super) fn complete_through(&mut self, epoch: u32) -> Vec<EventId> {
         self.safe_through = self.safe_through.max(epoch);
         let mut done = Vec::new();
         while self.epoch_events.front().is_some_and(|&(e, _)| e <= epoch) {
@@ -302,7 +323,7 @@ impl VirtualSpace {
 
     /// Records that the device finished all queued work: every chunk idle now is safe. Returns the events
     /// to give back.
-    pub(crate) fn device_idle(&mut self) -> Vec<EventId> {
+    pub(super) fn device_idle(&mut self) -> Vec<EventId> {
         let through = self.epoch;
         self.epoch += 1;
         self.complete_through(through)
@@ -310,7 +331,7 @@ impl VirtualSpace {
 
     /// `run` extended forward by up to `extra` chunks that are neither mapped, nor retiring, nor touched by a
     /// block.
-    pub(crate) fn extend_run(&self, run: Range<usize>, extra: usize) -> Range<usize> {
+    pub(super) fn extend_run(&self, run: Range<usize>, extra: usize) -> Range<usize> {
         let mut end = run.end;
         while end < self.live.len()
             && end - run.end < extra
@@ -324,7 +345,7 @@ impl VirtualSpace {
     }
 
     /// Records the chunks of `runs`, mapped and idle, as aliased away: retiring until `event` completes.
-    pub(crate) fn retire(&mut self, runs: Vec<Range<usize>>, event: EventId) {
+    pub(super) fn retire(&mut self, runs: Vec<Range<usize>>, event: EventId) {
         for run in &runs {
             for index in run.clone() {
                 debug_assert!(self.mapped.contains(index) && self.live[index] == 0, "chunk {index} is not idle");
@@ -336,19 +357,19 @@ impl VirtualSpace {
     }
 
     /// Batches of retiring chunks, oldest first.
-    pub(crate) fn retirements(&self) -> &[Retirement] {
+    pub(super) fn retirements(&self) -> &[Retirement] {
         &self.retirements
     }
 
-    /// The positions in [`VirtualSpace::retirements`] of the batches that hold a chunk of `runs`.
-    pub(crate) fn retirements_touching(&self, runs: &[Range<usize>]) -> Vec<usize> {
+    /// The positions in [`ChunkMap::retirements`] of the batches that hold a chunk of `runs`.
+    pub(super) fn retirements_touching(&self, runs: &[Range<usize>]) -> Vec<usize> {
         let touched = |r: &Retirement| runs.iter().any(|run| r.touches(run));
         self.retirements.iter().enumerate().filter(|(_, r)| touched(r)).map(|(i, _)| i).collect()
     }
 
-    /// Takes the batch at `position` of [`VirtualSpace::retirements`]: its chunks are no longer retiring (the
+    /// Takes the batch at `position` of [`ChunkMap::retirements`]: its chunks are no longer retiring (the
     /// caller unmaps them).
-    pub(crate) fn finish_retirement(&mut self, position: usize) -> Retirement {
+    pub(super) fn finish_retirement(&mut self, position: usize) -> Retirement {
         self.retirements.remove(position)
     }
 
@@ -358,7 +379,7 @@ impl VirtualSpace {
     }
 
     /// Runs of mapped chunks, in order.
-    pub(crate) fn mapped_runs(&self) -> Vec<Range<usize>> {
+    pub(super) fn mapped_runs(&self) -> Vec<Range<usize>> {
         let all = 0..self.live.len();
         let mut runs: Vec<Range<usize>> = Vec::new();
         for index in all.filter(|&i| self.mapped.contains(i)) {
@@ -371,6 +392,11 @@ impl VirtualSpace {
     }
 }
 
+/// The chunks in `runs`.
+pub(super) fn chunk_count(runs: &[Range<usize>]) -> usize {
+    runs.iter().map(|run| run.len()).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,7 +405,7 @@ mod tests {
     #[test]
     fn retiring_chunks_are_neither_mapped_nor_idle_until_finished() {
         let g = 1024;
-        let mut v = VirtualSpace::new(1 << 20, 16 * g, g);
+        let mut v = ChunkMap::new(1 << 20, 16 * g, g);
         v.set_mapped(0..6, true);
         v.retire(vec![0..2, 4..5], EventId(9));
         assert_eq!((v.mapped_bytes(), v.idle_chunks()), (3 * g, 3));
@@ -399,7 +425,7 @@ mod tests {
     #[test]
     fn live_blocks_keep_chunks_busy() {
         let g = 1024;
-        let mut v = VirtualSpace::new(1 << 20, 16 * g, g);
+        let mut v = ChunkMap::new(1 << 20, 16 * g, g);
         v.set_mapped(0..4, true);
         assert_eq!(v.idle_chunks(), 4);
         // A block over chunks 3..6: chunk 3 is mapped, 4 and 5 are not.
@@ -426,7 +452,7 @@ mod tests {
             mapped_upto in 0usize..400,
         ) {
             let (g, chunks) = (1024u64, 400usize);
-            let mut v = VirtualSpace::new(0, chunks as u64 * g, g);
+            let mut v = ChunkMap::new(0, chunks as u64 * g, g);
             v.set_mapped(0..mapped_upto, true);
             let mut live = vec![0u32; chunks];
             let mut held: Vec<(usize, usize)> = Vec::new();
@@ -461,7 +487,7 @@ mod tests {
     #[test]
     fn chunks_of_a_granularity_not_a_power_of_two_are_found_by_division() {
         let g = 3 * 1024;
-        let mut v = VirtualSpace::new(1 << 20, 10 * g, g);
+        let mut v = ChunkMap::new(1 << 20, 10 * g, g);
         v.set_mapped(0..3, true);
         assert_eq!(v.use_span((1 << 20) + 2 * g + 5, g), vec![3..4], "chunks 2 and 3, 3 unmapped");
         assert_eq!(v.use_span((1 << 20) + g, g), Vec::<Range<usize>>::new(), "chunk 1 exactly");
@@ -474,7 +500,7 @@ mod tests {
     #[test]
     fn the_epoch_covering_a_need_is_the_oldest_whose_end_makes_enough_chunks_safe() {
         let g = 2 * MIB;
-        let mut v = VirtualSpace::new(0, 64 * g, g);
+        let mut v = ChunkMap::new(0, 64 * g, g);
         v.set_mapped(0..10, true);
         v.use_span(0, 10 * g);
         v.release_span(0, 3 * g); // 3 chunks idle in epoch 1
@@ -498,7 +524,7 @@ mod tests {
     #[test]
     fn chunks_idle_since_an_ended_epoch_are_safe_once_its_event_completes() {
         let g = 1024;
-        let mut v = VirtualSpace::new(0, 8 * g, g);
+        let mut v = ChunkMap::new(0, 8 * g, g);
         v.set_mapped(0..4, true);
         assert_eq!(v.safe_idle_runs(10), vec![0..4], "fresh chunks are safe");
         v.use_span(0, 2 * g);

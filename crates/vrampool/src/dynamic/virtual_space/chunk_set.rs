@@ -4,7 +4,7 @@ use std::ops::Range;
 
 /// A set of chunk indices in `0..len`.
 #[derive(Clone, Debug)]
-pub(crate) struct ChunkSet {
+pub(super) struct ChunkSet {
     words: Vec<u64>,
     count: usize,
     /// No word above this one holds a member (searches from the top start here).
@@ -13,22 +13,22 @@ pub(crate) struct ChunkSet {
 
 impl ChunkSet {
     /// An empty set over `len` chunks.
-    pub(crate) fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         ChunkSet { words: vec![0; len.div_ceil(64)], count: 0, top_word: 0 }
     }
 
     /// Members.
-    pub(crate) fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.count
     }
 
     #[inline]
-    pub(crate) fn contains(&self, index: usize) -> bool {
+    pub(super) fn contains(&self, index: usize) -> bool {
         self.words[index / 64] & (1 << (index % 64)) != 0
     }
 
     #[inline]
-    pub(crate) fn insert(&mut self, index: usize) {
+    pub(super) fn insert(&mut self, index: usize) {
         let word = &mut self.words[index / 64];
         let bit = 1 << (index % 64);
         if *word & bit == 0 {
@@ -39,7 +39,7 @@ impl ChunkSet {
     }
 
     #[inline]
-    pub(crate) fn remove(&mut self, index: usize) {
+    pub(super) fn remove(&mut self, index: usize) {
         let word = &mut self.words[index / 64];
         let bit = 1 << (index % 64);
         if *word & bit != 0 {
@@ -50,13 +50,13 @@ impl ChunkSet {
 
     /// Whether every index of `range` is a member.
     #[inline]
-    pub(crate) fn contains_run(&self, range: Range<usize>) -> bool {
+    pub(super) fn contains_run(&self, range: Range<usize>) -> bool {
         word_masks(range).all(|(w, mask)| self.words[w] & mask == mask)
     }
 
     /// Removes every index of `range`.
     #[inline]
-    pub(crate) fn remove_run(&mut self, range: Range<usize>) {
+    pub(super) fn remove_run(&mut self, range: Range<usize>) {
         for (w, mask) in word_masks(range) {
             let word = &mut self.words[w];
             self.count -= (*word & mask).count_ones() as usize;
@@ -66,13 +66,13 @@ impl ChunkSet {
 
     /// The members among indices `64 * w .. 64 * w + 64`, as bits.
     #[inline]
-    pub(crate) fn word(&self, w: usize) -> u64 {
+    pub(super) fn word(&self, w: usize) -> u64 {
         self.words[w]
     }
 
     /// Adds the indices `64 * w + b` for each bit `b` set in `bits`.
     #[inline]
-    pub(crate) fn insert_word(&mut self, w: usize, bits: u64) {
+    pub(super) fn insert_word(&mut self, w: usize, bits: u64) {
         let word = &mut self.words[w];
         self.count += (bits & !*word).count_ones() as usize;
         *word |= bits;
@@ -82,7 +82,7 @@ impl ChunkSet {
     }
 
     /// Runs of members, from the highest index down, holding at most `limit` members in all.
-    pub(crate) fn runs_from_top(&self, limit: usize) -> Vec<Range<usize>> {
+    pub(super) fn runs_from_top(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
         let mut taken = 0;
         if self.count == 0 {
@@ -108,7 +108,7 @@ impl ChunkSet {
     }
 
     /// Runs of non-members inside `range`, in order.
-    pub(crate) fn gaps_in(&self, range: Range<usize>) -> Vec<Range<usize>> {
+    pub(super) fn gaps_in(&self, range: Range<usize>) -> Vec<Range<usize>> {
         let mut gaps: Vec<Range<usize>> = Vec::new();
         for index in range {
             if !self.contains(index) {
@@ -124,7 +124,7 @@ impl ChunkSet {
 
 /// The words that `range` touches, each with the bits of its indices inside `range`.
 #[inline]
-pub(crate) fn word_masks(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
+pub(super) fn word_masks(range: Range<usize>) -> impl Iterator<Item = (usize, u64)> {
     let (start, end) = (range.start, range.end);
     let words = if start < end { start / 64..end.div_ceil(64) } else { 0..0 };
     words.map(move |w| {
