@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::counters::PoolStats;
+use crate::pool::Pool;
 use crate::stream::StreamId;
 
 /// What a stretch of the pool's memory is.
@@ -76,8 +77,44 @@ pub struct PoolReport {
 }
 
 impl PoolReport {
+    /// The report of `pool` (its strategy, backend name and stats read now) holding `segments` and
+    /// `blocks`, each put in address order, and no size classes. O(n log n) in the segments and blocks.
+    pub fn new(pool: &(impl Pool + ?Sized), mut segments: Vec<SegmentReport>, mut blocks: Vec<BlockReport>) -> Self {
+        segments.sort_by_key(|s| s.addr);
+        blocks.sort_by_key(|b| b.addr);
+        PoolReport {
+            strategy: pool.strategy().into(),
+            backend: pool.backend().name(),
+            stats: pool.stats(),
+            segments,
+            blocks,
+            classes: Vec::new(),
+        }
+    }
+
     /// The report as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report holds only numbers and strings")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{DynamicConfig, DynamicPool, SimDevice};
+
+    #[test]
+    fn a_new_report_names_the_pool_and_puts_its_parts_in_address_order() {
+        let pool = DynamicPool::new(Arc::new(SimDevice::default()), DynamicConfig::default()).unwrap();
+        let segment = |addr| SegmentReport { kind: SegmentKind::Segment, addr, size: 1, reserved_bytes: 1 };
+        let block = |addr| BlockReport { addr, size: 1, block_size: 256, stream: StreamId::DEFAULT, fallback: false };
+        let report = PoolReport::new(&pool, vec![segment(9), segment(3)], vec![block(7), block(1), block(4)]);
+        assert_eq!((report.strategy.as_str(), report.backend.as_str()), ("dynamic", "sim"));
+        assert_eq!(report.stats, pool.stats());
+        assert_eq!(report.segments.iter().map(|s| s.addr).collect::<Vec<_>>(), [3, 9]);
+        assert_eq!(report.blocks.iter().map(|b| b.addr).collect::<Vec<_>>(), [1, 4, 7]);
+        assert!(report.classes.is_empty());
     }
 }

@@ -411,7 +411,7 @@ impl Pool for DynamicPool {
     fn report(&self) -> PoolReport {
         let state = self.state.lock();
         let segments = state.space.report();
-        let mut blocks: Vec<BlockReport> = state
+        let blocks: Vec<BlockReport> = state
             .live
             .iter()
             .map(|(&addr, block)| {
@@ -426,15 +426,7 @@ impl Pool for DynamicPool {
             })
             .collect();
         drop(state);
-        blocks.sort_by_key(|b| b.addr);
-        PoolReport {
-            strategy: self.strategy().into(),
-            backend: self.device.backend.name(),
-            stats: self.stats(),
-            segments,
-            blocks,
-            classes: Vec::new(),
-        }
+        PoolReport::new(self, segments, blocks)
     }
 
     fn trim(&self) -> Result<u64> {

@@ -317,16 +317,7 @@ impl Pool for FixedPool {
             })
             .collect();
         self.fallbacks.report(&mut segments, &mut blocks);
-        segments.sort_by_key(|s| s.addr);
-        blocks.sort_by_key(|b| b.addr);
-        PoolReport {
-            strategy: self.strategy().into(),
-            backend: self.backend.name(),
-            stats: self.stats(),
-            segments,
-            blocks,
-            classes: Vec::new(),
-        }
+        PoolReport::new(self, segments, blocks)
     }
 
     /// A fixed pool holds its one reservation for its whole life and gives fallback segments back at
