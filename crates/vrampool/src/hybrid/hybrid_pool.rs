@@ -45,6 +45,21 @@ impl Route {
     }
 }
 
+/// A request that a class serves, with what the allocation path found out about it on the way.
+#[derive(Clone, Copy)]
+struct ClassRequest<'a> {
+    core: &'a Core,
+    /// The class's index in the core.
+    class_index: u32,
+    class: &'a ClassCache,
+    request: Request,
+    stream: StreamId,
+    /// The stream's index in the pool's stream order.
+    stream_index: usize,
+    /// The calling thread's slot.
+    slot: thread_slot::ThreadSlot,
+}
+
 /// The seed's favourite strategy, done right, and vrampool's default.
 ///
 /// A core of size classes serves the common requests; a [`DynamicPool`] (the region) serves the rest:
@@ -195,24 +210,13 @@ impl HybridPool {
         Ok(())
     }
 
-    /// Serves a request from class `class_index` that the fast path of [`Pool::allocate`] could not:
-    /// `cached` is the block it took from the class, freed on another stream (its reuse is ordered here),
-    /// or `None` when the class had none cached (a block is carved from the region). `None` when the class
-    /// is full (or the region has no memory for a new block of it: the request then goes to the region at
-    /// its own size).
+    /// Serves a request of a class that the fast path of [`Pool::allocate`] could not: `cached` is the
+    /// block it took from the class, freed on another stream (its reuse is ordered here), or `None` when
+    /// the class had none cached (a block is carved from the region). `None` when the class is full (or the
+    /// region has no memory for a new block of it: the request then goes to the region at its own size).
     #[cold]
-    #[allow(clippy::too_many_arguments)]
-    fn allocate_in_class(
-        &self,
-        core: &Core,
-        class_index: u32,
-        class: &ClassCache,
-        request: Request,
-        stream: StreamId,
-        slot: thread_slot::ThreadSlot,
-        stream_index: usize,
-        cached: Option<(u32, FreeTag)>,
-    ) -> Result<Option<Allocation>> {
+    fn allocate_in_class(&self, at: ClassRequest<'_>, cached: Option<(u32, FreeTag)>) -> Result<Option<Allocation>> {
+        let ClassRequest { core, class, request, stream, stream_index, slot, .. } = at;
         if let Some((index, tag)) = cached {
             if let Err(err) = self.order.order_reuse(&*self.backend, tag, stream_index) {
                 class.put_back(slot, index, tag);
@@ -221,22 +225,13 @@ impl HybridPool {
             self.served(core, request.size, slot);
             return Ok(Some(Allocation { addr: class.addr(index), size: request.size, stream }));
         }
-        self.carve(core, class_index, class, request, stream, stream_index, slot)
+        self.carve(at)
     }
 
     /// Carves a new block for the class from the region.
     #[cold]
-    #[allow(clippy::too_many_arguments)]
-    fn carve(
-        &self,
-        core: &Core,
-        class_index: u32,
-        class: &ClassCache,
-        request: Request,
-        stream: StreamId,
-        stream_index: usize,
-        slot: thread_slot::ThreadSlot,
-    ) -> Result<Option<Allocation>> {
+    fn carve(&self, at: ClassRequest<'_>) -> Result<Option<Allocation>> {
+        let ClassRequest { core, class_index, class, request, stream, stream_index, slot } = at;
         let Some(index) = class.take_empty() else { return Ok(None) };
         match self.dynamic.allocate_for_cache(class.block_size(), MIN_BLOCK, stream) {
             Ok(block) => {
@@ -348,16 +343,8 @@ impl Pool for HybridPool {
                         self.served(core, size, slot);
                         return Ok(Allocation { addr: class.addr(index), size, stream });
                     }
-                    match self.allocate_in_class(
-                        core,
-                        class_index,
-                        class,
-                        request,
-                        stream,
-                        slot,
-                        stream_index,
-                        cached,
-                    )? {
+                    let at = ClassRequest { core, class_index, class, request, stream, stream_index, slot };
+                    match self.allocate_in_class(at, cached)? {
                         Some(allocation) => return Ok(allocation),
                         None => Route::ClassFull,
                     }
