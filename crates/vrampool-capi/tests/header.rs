@@ -96,12 +96,15 @@ fn documented_keys() -> Vec<String> {
     keys
 }
 
-/// The header names every config key there is, and only those: each one it lists is accepted by the parser
-/// (whatever it says of the value), and the reference table of the config strings lists the same keys.
+/// The header names every config key there is, and only those, in the order of the key table
+/// ([`vrampool::CONFIG_KEYS`]): each one it lists is accepted by the parser (whatever it says of the value),
+/// and the reference table of the config strings lists the same keys.
 #[test]
 fn the_header_lists_every_config_key() {
     let header = std::fs::read_to_string(header_path()).expect("include/vrampool.h reads");
     let mut listed = header_keys(&header);
+    let table: Vec<&str> = vrampool::CONFIG_KEYS.iter().map(|key| key.name).collect();
+    assert_eq!(listed, table, "the header's keys (cbindgen.toml) against the key table");
     for key in &listed {
         if let Err(err) = vrampool::PoolSpec::parse(&format!("{key}=?")) {
             assert!(!err.to_string().contains("unknown key"), "the header lists `{key}`: {err}");

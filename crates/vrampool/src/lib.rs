@@ -29,6 +29,7 @@ mod backend;
 mod block_stack;
 mod block_states;
 mod buffer;
+mod config_keys;
 mod counters;
 mod dynamic;
 mod error;
@@ -55,6 +56,7 @@ pub use backend::{
     SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
+pub use config_keys::{CONFIG_KEYS, ConfigKey, KeyScope};
 pub use counters::{PoolStats, Stat};
 pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
 pub use error::{Error, Result};

@@ -1,20 +1,36 @@
 //! A pool described by one string, the same everywhere: the command line, the environment variable of the
 //! PyTorch library, the C API. `strategy=hybrid,coverage=0.9,watermark=0.8,initial_size=512MiB`.
 //!
-//! Keys (all optional; unknown keys and bad values are errors naming the key):
+//! Keys (all optional; unknown keys and bad values are errors naming the key), from [`CONFIG_KEYS`]:
 //!
-//! | key | values | default |
-//! | --- | --- | --- |
-//! | `strategy` | `fixed`, `dynamic`, `hybrid` | `hybrid` |
-//! | `backend` | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
-//! | `page_size` | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the granularity (2 MiB) |
-//! | `block_size`, `block_count`, `fallback` | fixed pool: bytes, count, `backend` or `reject` | 4MiB, 2048, backend |
-//! | `initial_size`, `growth_factor`, `cap`, `virtual_memory`, `reclaim_idle`, `wait_for_idle`, `alias_in_use`, `avoid_retiring` | dynamic pool, and the hybrid's region: bytes, number > 1, a fraction (`0.8`) or bytes, `auto` or `off`, bool, bool, bool, bool | 256MiB, 1.5, 0.8, auto, true, false, true, true |
-//! | `classes` | hybrid: given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup`, `coverage`, `max_waste`, `waste_floor`, `cached_waste`, `max_classes`, `max_class_size`, `headroom`, `watermark`, `deterministic`, `drain_before_growth` | hybrid | 1024, 0.9, 0.1, 16KiB, 0.5, 128, 4MiB, 2.0, 0.8, false, false |
-//!
-//! The dynamic keys set the dynamic pool, or the hybrid's region, whose growth factor defaults to 1.01 and
-//! which waits for idle pages (`wait_for_idle=true`).
+//! | key | sets | values | default |
+//! | --- | --- | --- | --- |
+//! | `strategy` | any pool | `fixed`, `dynamic`, `hybrid` | `hybrid` |
+//! | `backend` | any pool | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
+//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the front end's |
+//! | `block_size` | fixed pool | bytes | `4MiB` |
+//! | `block_count` | fixed pool | a count | `2048` |
+//! | `fallback` | fixed pool | `backend` or `reject` | `backend` |
+//! | `initial_size` | dynamic pool, hybrid's region | bytes | `256MiB` |
+//! | `growth_factor` | dynamic pool, hybrid's region | a number above 1 | `1.5` (the hybrid's region: `1.01`) |
+//! | `cap` | dynamic pool, hybrid's region | a fraction of the device (`0.8`) or bytes | `0.8` |
+//! | `virtual_memory` | dynamic pool, hybrid's region | `auto` or `off` | `auto` |
+//! | `reclaim_idle` | dynamic pool, hybrid's region | `true` or `false` | `true` |
+//! | `wait_for_idle` | dynamic pool, hybrid's region | `true` or `false` | `false` (the hybrid's region: `true`) |
+//! | `alias_in_use` | dynamic pool, hybrid's region | `true` or `false` | `true` |
+//! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` |
+//! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
+//! | `warmup` | hybrid pool | requests | `1024` |
+//! | `coverage` | hybrid pool | a fraction of requests | `0.9` |
+//! | `max_waste` | hybrid pool | a fraction of a block | `0.1` |
+//! | `waste_floor` | hybrid pool | bytes | `16KiB` |
+//! | `cached_waste` | hybrid pool | a fraction of a block | `0.5` |
+//! | `max_classes` | hybrid pool | a count | `128` |
+//! | `max_class_size` | hybrid pool | bytes | `4MiB` |
+//! | `headroom` | hybrid pool | a multiple of the blocks seen live, 1 or more | `2` |
+//! | `watermark` | hybrid pool | a fraction of the class blocks in use | `0.8` |
+//! | `deterministic` | hybrid pool | `true` or `false` | `false` |
+//! | `drain_before_growth` | hybrid pool | `true` or `false` | `false` |
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
@@ -23,10 +39,11 @@ use std::sync::Arc;
 
 use crate::any_pool::AnyPool;
 use crate::backend::Backend;
-use crate::dynamic::{Cap, DynamicConfig, DynamicPool, VirtualMemory};
+use crate::config_keys::{CONFIG_KEYS, KeyScope, bad, find, key_of_field};
+use crate::dynamic::{DynamicConfig, DynamicPool};
 use crate::error::{Error, Result};
-use crate::fixed::{Fallback, FixedConfig, FixedPool};
-use crate::hybrid::{ClassSpec, HybridConfig, HybridPool};
+use crate::fixed::{FixedConfig, FixedPool};
+use crate::hybrid::{HybridConfig, HybridPool};
 use crate::pool::Pool;
 use crate::units::{GIB, KIB, MIB};
 
@@ -110,10 +127,6 @@ pub struct PoolSpec {
     pub hybrid: HybridConfig,
 }
 
-fn bad(key: &str, reason: impl Into<String>) -> Error {
-    Error::BadConfigString { key: key.to_string(), reason: reason.into() }
-}
-
 /// Parses a byte count: a number with an optional unit (`512`, `4KiB`, `1.5GiB`, `2GB`).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -150,61 +163,6 @@ pub fn format_bytes(bytes: u64) -> String {
     bytes.to_string()
 }
 
-fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
-    value.parse().map_err(|_| bad(key, format!("`{value}` is not a number")))
-}
-
-fn bytes(key: &str, value: &str) -> Result<u64> {
-    parse_bytes(value).ok_or_else(|| bad(key, format!("`{value}` is not a byte count (like 512MiB)")))
-}
-
-fn boolean(key: &str, value: &str) -> Result<bool> {
-    match value {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(bad(key, format!("`{value}` is not true or false"))),
-    }
-}
-
-/// The keys of the dynamic pool and the hybrid's region.
-const DYNAMIC_KEYS: [&str; 8] = [
-    "initial_size",
-    "growth_factor",
-    "cap",
-    "virtual_memory",
-    "reclaim_idle",
-    "wait_for_idle",
-    "alias_in_use",
-    "avoid_retiring",
-];
-
-/// Sets one of [`DYNAMIC_KEYS`] on `dynamic`.
-fn set_dynamic(dynamic: &mut DynamicConfig, key: &str, value: &str) -> Result<()> {
-    match key {
-        "initial_size" => dynamic.initial_size = bytes(key, value)?,
-        "growth_factor" => dynamic.growth_factor = number(key, value)?,
-        "cap" => {
-            dynamic.cap = match value.parse::<f64>() {
-                Ok(fraction) if fraction <= 1.0 => Cap::Fraction(fraction),
-                _ => Cap::Bytes(bytes(key, value)?),
-            }
-        }
-        "virtual_memory" => {
-            dynamic.virtual_memory = match value {
-                "auto" => VirtualMemory::Auto,
-                "off" => VirtualMemory::Off,
-                _ => return Err(bad(key, format!("`{value}` is not auto or off"))),
-            }
-        }
-        "reclaim_idle" => dynamic.reclaim_idle = boolean(key, value)?,
-        "wait_for_idle" => dynamic.wait_for_idle = boolean(key, value)?,
-        "alias_in_use" => dynamic.alias_in_use = boolean(key, value)?,
-        "avoid_retiring" => dynamic.avoid_retiring = boolean(key, value)?,
-        _ => return Err(bad(key, "unknown key")),
-    }
-    Ok(())
-}
-
 impl PoolSpec {
     /// Parses a config string; the empty string is the default (a learning hybrid).
     pub fn parse(text: &str) -> Result<Self> {
@@ -221,63 +179,7 @@ impl PoolSpec {
 
     /// Sets one key.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        if DYNAMIC_KEYS.contains(&key) {
-            // A dynamic key sets the dynamic pool and the hybrid's region alike.
-            set_dynamic(&mut self.dynamic, key, value)?;
-            return set_dynamic(&mut self.hybrid.dynamic, key, value);
-        }
-        match key {
-            "strategy" => self.strategy = value.parse()?,
-            "backend" => {
-                self.backend = Some(match value {
-                    "sim" => BackendKind::Sim,
-                    "host" => BackendKind::Host,
-                    "cuda" => BackendKind::Cuda,
-                    "cuda-vm" => BackendKind::CudaVirtual,
-                    _ => return Err(bad(key, format!("`{value}` is not one of sim, host, cuda, cuda-vm"))),
-                })
-            }
-            "page_size" => {
-                let page = bytes(key, value)?;
-                if page == 0 || page % MIB != 0 {
-                    return Err(bad(key, format!("`{value}` is not a positive multiple of 1 MiB")));
-                }
-                self.page_size = Some(page);
-            }
-            "block_size" => self.fixed.block_size = bytes(key, value)?,
-            "block_count" => self.fixed.block_count = number(key, value)?,
-            "fallback" => {
-                self.fixed.fallback = match value {
-                    "backend" => Fallback::Backend,
-                    "reject" => Fallback::Reject,
-                    _ => return Err(bad(key, format!("`{value}` is not backend or reject"))),
-                }
-            }
-            "classes" => {
-                self.hybrid.classes = value
-                    .split('+')
-                    .filter(|c| !c.is_empty())
-                    .map(|class| {
-                        let (size, count) =
-                            class.split_once('x').ok_or_else(|| bad(key, format!("`{class}` is not SIZExCOUNT")))?;
-                        Ok(ClassSpec { block_size: bytes(key, size)?, block_count: number(key, count)? })
-                    })
-                    .collect::<Result<_>>()?
-            }
-            "warmup" => self.hybrid.warmup_requests = number(key, value)?,
-            "coverage" => self.hybrid.coverage = number(key, value)?,
-            "max_waste" => self.hybrid.max_rounding_waste = number(key, value)?,
-            "waste_floor" => self.hybrid.waste_floor = bytes(key, value)?,
-            "cached_waste" => self.hybrid.max_cached_waste = number(key, value)?,
-            "max_classes" => self.hybrid.max_classes = number(key, value)?,
-            "max_class_size" => self.hybrid.max_class_size = bytes(key, value)?,
-            "headroom" => self.hybrid.slab_headroom = number(key, value)?,
-            "watermark" => self.hybrid.watermark = number(key, value)?,
-            "deterministic" => self.hybrid.deterministic = boolean(key, value)?,
-            "drain_before_growth" => self.hybrid.drain_before_growth = boolean(key, value)?,
-            _ => return Err(bad(key, "unknown key")),
-        }
-        Ok(())
+        find(key).ok_or_else(|| bad(key, "unknown key"))?.set(self, value)
     }
 
     /// The dynamic configuration in force: the hybrid's region for the hybrid, the dynamic pool's otherwise.
@@ -320,69 +222,18 @@ impl PoolSpec {
         built.map_err(named_by_key)
     }
 
-    /// The keys that differ from their defaults and matter for the strategy, `key=value` in the order of
-    /// the table above (the strategy first).
+    /// The keys that matter for the strategy, `key=value` in the order of [`CONFIG_KEYS`]: the strategy, the
+    /// device's keys where set, and the strategy's keys that differ from their defaults.
     fn keys(&self) -> Vec<(&'static str, String)> {
-        let default = PoolSpec::default();
-        let mut keys = vec![("strategy", self.strategy.name().to_string())];
-        if let Some(backend) = self.backend {
-            keys.push(("backend", backend.name().to_string()));
-        }
-        if let Some(page) = self.page_size {
-            keys.push(("page_size", format_bytes(page)));
-        }
-        let mut push = |key: &'static str, value: String, default_value: String| {
-            if value != default_value {
-                keys.push((key, value));
-            }
-        };
-        if self.strategy == Strategy::Fixed {
-            let (f, d) = (&self.fixed, &default.fixed);
-            push("block_size", format_bytes(f.block_size), format_bytes(d.block_size));
-            push("block_count", f.block_count.to_string(), d.block_count.to_string());
-            let name = |fb: Fallback| if fb == Fallback::Reject { "reject" } else { "backend" }.to_string();
-            push("fallback", name(f.fallback), name(d.fallback));
-            return keys;
-        }
-        let (dy, dd) = match self.strategy {
-            Strategy::Hybrid => (&self.hybrid.dynamic, &default.hybrid.dynamic),
-            _ => (&self.dynamic, &default.dynamic),
-        };
-        push("initial_size", format_bytes(dy.initial_size), format_bytes(dd.initial_size));
-        push("growth_factor", dy.growth_factor.to_string(), dd.growth_factor.to_string());
-        let cap = |c: Cap| match c {
-            Cap::Fraction(f) => f.to_string(),
-            Cap::Bytes(b) => format_bytes(b),
-        };
-        push("cap", cap(dy.cap), cap(dd.cap));
-        let vm = |v: VirtualMemory| if v == VirtualMemory::Off { "off" } else { "auto" }.to_string();
-        push("virtual_memory", vm(dy.virtual_memory), vm(dd.virtual_memory));
-        push("reclaim_idle", dy.reclaim_idle.to_string(), dd.reclaim_idle.to_string());
-        push("wait_for_idle", dy.wait_for_idle.to_string(), dd.wait_for_idle.to_string());
-        push("alias_in_use", dy.alias_in_use.to_string(), dd.alias_in_use.to_string());
-        push("avoid_retiring", dy.avoid_retiring.to_string(), dd.avoid_retiring.to_string());
-        if self.strategy == Strategy::Hybrid {
-            let (h, d) = (&self.hybrid, &default.hybrid);
-            let classes = |c: &[ClassSpec]| {
-                c.iter()
-                    .map(|c| format!("{}x{}", format_bytes(c.block_size), c.block_count))
-                    .collect::<Vec<_>>()
-                    .join("+")
-            };
-            push("classes", classes(&h.classes), classes(&d.classes));
-            push("warmup", h.warmup_requests.to_string(), d.warmup_requests.to_string());
-            push("coverage", h.coverage.to_string(), d.coverage.to_string());
-            push("max_waste", h.max_rounding_waste.to_string(), d.max_rounding_waste.to_string());
-            push("waste_floor", format_bytes(h.waste_floor), format_bytes(d.waste_floor));
-            push("cached_waste", h.max_cached_waste.to_string(), d.max_cached_waste.to_string());
-            push("max_classes", h.max_classes.to_string(), d.max_classes.to_string());
-            push("max_class_size", format_bytes(h.max_class_size), format_bytes(d.max_class_size));
-            push("headroom", h.slab_headroom.to_string(), d.slab_headroom.to_string());
-            push("watermark", h.watermark.to_string(), d.watermark.to_string());
-            push("deterministic", h.deterministic.to_string(), d.deterministic.to_string());
-            push("drain_before_growth", h.drain_before_growth.to_string(), d.drain_before_growth.to_string());
-        }
-        keys
+        let default = PoolSpec { strategy: self.strategy, ..PoolSpec::default() };
+        CONFIG_KEYS
+            .iter()
+            .filter(|key| key.scope.applies_to(self.strategy))
+            .filter_map(|key| {
+                let value = key.get(self)?;
+                (key.scope == KeyScope::Any || Some(&value) != key.get(&default).as_ref()).then_some((key.name, value))
+            })
+            .collect()
     }
 }
 
@@ -401,16 +252,11 @@ impl std::str::FromStr for PoolSpec {
     }
 }
 
-/// Configuration fields whose key in a config string has another name.
-const FIELD_KEYS: [(&str, &str); 3] =
-    [("max_rounding_waste", "max_waste"), ("max_cached_waste", "cached_waste"), ("slab_headroom", "headroom")];
-
 /// `err` with a refused field named by its key in config strings, which is what the user wrote.
 fn named_by_key(err: Error) -> Error {
     match err {
         Error::InvalidConfig { field, value, reason } => {
-            let key = FIELD_KEYS.iter().find(|(name, _)| *name == field).map_or(field, |(_, key)| *key);
-            Error::InvalidConfig { field: key, value, reason }
+            Error::InvalidConfig { field: key_of_field(field), value, reason }
         }
         other => other,
     }

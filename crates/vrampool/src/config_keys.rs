@@ -1,0 +1,489 @@
+//! The keys of the config strings, in one table: each key's name, the pools it sets, how its value is
+//! parsed and written back, the configuration field it names in error messages, and what the reference
+//! says of its values. [`PoolSpec`]'s parser and printer, its error messages and the documented reference
+//! (the table at the top of `pool_spec.rs`, checked against this one by a test) all come from it; the C
+//! header's list of keys is checked against it by a test of the C ABI crate.
+
+use crate::dynamic::{Cap, DynamicConfig, VirtualMemory};
+use crate::error::{Error, Result};
+use crate::fixed::Fallback;
+use crate::hybrid::ClassSpec;
+use crate::pool_spec::{BackendKind, PoolSpec, Strategy, format_bytes, parse_bytes};
+use crate::units::MIB;
+
+/// The pools a config key sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyScope {
+    /// Every pool: the strategy and the device.
+    Any,
+    /// The fixed pool.
+    Fixed,
+    /// The dynamic pool, and the hybrid's region.
+    Dynamic,
+    /// The hybrid pool.
+    Hybrid,
+}
+
+impl KeyScope {
+    /// Whether a key of this scope matters for a pool of `strategy`.
+    pub fn applies_to(self, strategy: Strategy) -> bool {
+        match self {
+            KeyScope::Any => true,
+            KeyScope::Fixed => strategy == Strategy::Fixed,
+            KeyScope::Dynamic => strategy != Strategy::Fixed,
+            KeyScope::Hybrid => strategy == Strategy::Hybrid,
+        }
+    }
+
+    /// The scope as the reference names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyScope::Any => "any pool",
+            KeyScope::Fixed => "fixed pool",
+            KeyScope::Dynamic => "dynamic pool, hybrid's region",
+            KeyScope::Hybrid => "hybrid pool",
+        }
+    }
+}
+
+/// One key of the config strings.
+#[derive(Clone, Copy, Debug)]
+pub struct ConfigKey {
+    /// The key as written: `growth_factor`.
+    pub name: &'static str,
+    /// The pools it sets.
+    pub scope: KeyScope,
+    /// Its values, as the reference describes them.
+    pub values: &'static str,
+    /// What the reference gives as its default where the default pool has no value for it (the key is
+    /// then left out of printed config strings).
+    unset: &'static str,
+    /// The configuration field it sets, where that is named otherwise: validation errors name the field,
+    /// and are reported with the key instead.
+    field: Option<&'static str>,
+    /// Sets the key's field (every field it sets, for a dynamic key) from its value.
+    set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
+    /// The key's value in a spec, as a config string writes it; `None` where the spec has none.
+    get: fn(&PoolSpec) -> Option<String>,
+}
+
+impl ConfigKey {
+    /// A key whose default pool has a value.
+    const fn new(
+        name: &'static str,
+        scope: KeyScope,
+        values: &'static str,
+        set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
+        get: fn(&PoolSpec) -> Option<String>,
+    ) -> Self {
+        ConfigKey { name, scope, values, unset: "", field: None, set, get }
+    }
+
+    /// The key, reported in errors in place of the configuration field `field`.
+    const fn naming(mut self, field: &'static str) -> Self {
+        self.field = Some(field);
+        self
+    }
+
+    /// The key, whose default the reference gives as `unset` where the default pool has no value for it.
+    const fn unset(mut self, unset: &'static str) -> Self {
+        self.unset = unset;
+        self
+    }
+
+    /// Sets the key on `spec` from `value`; an error naming the key where the value does not parse.
+    pub(crate) fn set(&self, spec: &mut PoolSpec, value: &str) -> Result<()> {
+        (self.set)(spec, Value { key: self.name, text: value })
+    }
+
+    /// The key's value in `spec`, as a config string writes it; `None` where `spec` has none.
+    pub(crate) fn get(&self, spec: &PoolSpec) -> Option<String> {
+        (self.get)(spec)
+    }
+
+    /// The key's default as the reference gives it: the default pool's value (with the hybrid's region's
+    /// where that differs, for a dynamic key), or what stands for it where there is none.
+    pub fn default_text(&self) -> String {
+        let value =
+            |strategy| self.get(&PoolSpec { strategy, ..PoolSpec::default() }).filter(|v| !v.is_empty()).map(code);
+        if self.scope == KeyScope::Dynamic {
+            let (pool, region) = (value(Strategy::Dynamic), value(Strategy::Hybrid));
+            if pool != region {
+                let [pool, region] = [pool, region].map(|v| v.unwrap_or_else(|| self.unset.to_string()));
+                return format!("{pool} (the hybrid's region: {region})");
+            }
+        }
+        value(Strategy::default()).unwrap_or_else(|| self.unset.to_string())
+    }
+}
+
+/// A value as code in the reference: `` `1.5` ``.
+fn code(value: String) -> String {
+    format!("`{value}`")
+}
+
+/// Every key of the config strings, in the order strings are printed and the reference lists them.
+pub const CONFIG_KEYS: &[ConfigKey] = &[
+    ConfigKey::new(
+        "strategy",
+        KeyScope::Any,
+        "`fixed`, `dynamic`, `hybrid`",
+        |spec, v| v.text.parse().map(|value| spec.strategy = value),
+        |spec| Some(spec.strategy.name().to_string()),
+    ),
+    ConfigKey::new(
+        "backend",
+        KeyScope::Any,
+        "`sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device)",
+        |spec, v| {
+            spec.backend = Some(match v.text {
+                "sim" => BackendKind::Sim,
+                "host" => BackendKind::Host,
+                "cuda" => BackendKind::Cuda,
+                "cuda-vm" => BackendKind::CudaVirtual,
+                _ => return Err(v.bad(format!("`{}` is not one of sim, host, cuda, cuda-vm", v.text))),
+            });
+            Ok(())
+        },
+        |spec| spec.backend.map(|kind| kind.name().to_string()),
+    )
+    .unset("the front end's"),
+    ConfigKey::new(
+        "page_size",
+        KeyScope::Any,
+        "virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean \
+         fewer, cheaper driver calls and coarser reclaiming)",
+        |spec, v| {
+            let page = v.bytes()?;
+            if page == 0 || page % MIB != 0 {
+                return Err(v.bad(format!("`{}` is not a positive multiple of 1 MiB", v.text)));
+            }
+            spec.page_size = Some(page);
+            Ok(())
+        },
+        |spec| spec.page_size.map(format_bytes),
+    )
+    .unset("the front end's"),
+    ConfigKey::new(
+        "block_size",
+        KeyScope::Fixed,
+        "bytes",
+        |spec, v| v.bytes().map(|value| spec.fixed.block_size = value),
+        |spec| Some(format_bytes(spec.fixed.block_size)),
+    ),
+    ConfigKey::new(
+        "block_count",
+        KeyScope::Fixed,
+        "a count",
+        |spec, v| v.number().map(|value| spec.fixed.block_count = value),
+        |spec| Some(spec.fixed.block_count.to_string()),
+    ),
+    ConfigKey::new(
+        "fallback",
+        KeyScope::Fixed,
+        "`backend` or `reject`",
+        |spec, v| {
+            spec.fixed.fallback = match v.text {
+                "backend" => Fallback::Backend,
+                "reject" => Fallback::Reject,
+                _ => return Err(v.bad(format!("`{}` is not backend or reject", v.text))),
+            };
+            Ok(())
+        },
+        |spec| Some(if spec.fixed.fallback == Fallback::Reject { "reject" } else { "backend" }.to_string()),
+    ),
+    ConfigKey::new(
+        "initial_size",
+        KeyScope::Dynamic,
+        "bytes",
+        |spec, v| set_dynamic(spec, v.bytes()?, |d, size| d.initial_size = size),
+        |spec| Some(format_bytes(spec.dynamic().initial_size)),
+    ),
+    ConfigKey::new(
+        "growth_factor",
+        KeyScope::Dynamic,
+        "a number above 1",
+        |spec, v| set_dynamic(spec, v.number()?, |d, factor| d.growth_factor = factor),
+        |spec| Some(spec.dynamic().growth_factor.to_string()),
+    ),
+    ConfigKey::new(
+        "cap",
+        KeyScope::Dynamic,
+        "a fraction of the device (`0.8`) or bytes",
+        |spec, v| {
+            let cap = match v.text.parse::<f64>() {
+                Ok(fraction) if fraction <= 1.0 => Cap::Fraction(fraction),
+                _ => Cap::Bytes(v.bytes()?),
+            };
+            set_dynamic(spec, cap, |d, cap| d.cap = cap)
+        },
+        |spec| {
+            Some(match spec.dynamic().cap {
+                Cap::Fraction(fraction) => fraction.to_string(),
+                Cap::Bytes(bytes) => format_bytes(bytes),
+            })
+        },
+    ),
+    ConfigKey::new(
+        "virtual_memory",
+        KeyScope::Dynamic,
+        "`auto` or `off`",
+        |spec, v| {
+            let virtual_memory = match v.text {
+                "auto" => VirtualMemory::Auto,
+                "off" => VirtualMemory::Off,
+                _ => return Err(v.bad(format!("`{}` is not auto or off", v.text))),
+            };
+            set_dynamic(spec, virtual_memory, |d, vm| d.virtual_memory = vm)
+        },
+        |spec| Some(if spec.dynamic().virtual_memory == VirtualMemory::Off { "off" } else { "auto" }.to_string()),
+    ),
+    ConfigKey::new(
+        "reclaim_idle",
+        KeyScope::Dynamic,
+        "`true` or `false`",
+        |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.reclaim_idle = on),
+        |spec| Some(spec.dynamic().reclaim_idle.to_string()),
+    ),
+    ConfigKey::new(
+        "wait_for_idle",
+        KeyScope::Dynamic,
+        "`true` or `false`",
+        |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.wait_for_idle = on),
+        |spec| Some(spec.dynamic().wait_for_idle.to_string()),
+    ),
+    ConfigKey::new(
+        "alias_in_use",
+        KeyScope::Dynamic,
+        "`true` or `false`",
+        |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.alias_in_use = on),
+        |spec| Some(spec.dynamic().alias_in_use.to_string()),
+    ),
+    ConfigKey::new(
+        "avoid_retiring",
+        KeyScope::Dynamic,
+        "`true` or `false`",
+        |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.avoid_retiring = on),
+        |spec| Some(spec.dynamic().avoid_retiring.to_string()),
+    ),
+    ConfigKey::new(
+        "classes",
+        KeyScope::Hybrid,
+        "given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`)",
+        |spec, v| {
+            spec.hybrid.classes = v
+                .text
+                .split('+')
+                .filter(|c| !c.is_empty())
+                .map(|class| {
+                    let (size, count) =
+                        class.split_once('x').ok_or_else(|| v.bad(format!("`{class}` is not SIZExCOUNT")))?;
+                    Ok(ClassSpec { block_size: v.with(size).bytes()?, block_count: v.with(count).number()? })
+                })
+                .collect::<Result<_>>()?;
+            Ok(())
+        },
+        |spec| {
+            let classes: Vec<String> = spec
+                .hybrid
+                .classes
+                .iter()
+                .map(|c| format!("{}x{}", format_bytes(c.block_size), c.block_count))
+                .collect();
+            Some(classes.join("+"))
+        },
+    )
+    .unset("learned"),
+    ConfigKey::new(
+        "warmup",
+        KeyScope::Hybrid,
+        "requests",
+        |spec, v| v.number().map(|value| spec.hybrid.warmup_requests = value),
+        |spec| Some(spec.hybrid.warmup_requests.to_string()),
+    ),
+    ConfigKey::new(
+        "coverage",
+        KeyScope::Hybrid,
+        "a fraction of requests",
+        |spec, v| v.number().map(|value| spec.hybrid.coverage = value),
+        |spec| Some(spec.hybrid.coverage.to_string()),
+    ),
+    ConfigKey::new(
+        "max_waste",
+        KeyScope::Hybrid,
+        "a fraction of a block",
+        |spec, v| v.number().map(|value| spec.hybrid.max_rounding_waste = value),
+        |spec| Some(spec.hybrid.max_rounding_waste.to_string()),
+    )
+    .naming("max_rounding_waste"),
+    ConfigKey::new(
+        "waste_floor",
+        KeyScope::Hybrid,
+        "bytes",
+        |spec, v| v.bytes().map(|value| spec.hybrid.waste_floor = value),
+        |spec| Some(format_bytes(spec.hybrid.waste_floor)),
+    ),
+    ConfigKey::new(
+        "cached_waste",
+        KeyScope::Hybrid,
+        "a fraction of a block",
+        |spec, v| v.number().map(|value| spec.hybrid.max_cached_waste = value),
+        |spec| Some(spec.hybrid.max_cached_waste.to_string()),
+    )
+    .naming("max_cached_waste"),
+    ConfigKey::new(
+        "max_classes",
+        KeyScope::Hybrid,
+        "a count",
+        |spec, v| v.number().map(|value| spec.hybrid.max_classes = value),
+        |spec| Some(spec.hybrid.max_classes.to_string()),
+    ),
+    ConfigKey::new(
+        "max_class_size",
+        KeyScope::Hybrid,
+        "bytes",
+        |spec, v| v.bytes().map(|value| spec.hybrid.max_class_size = value),
+        |spec| Some(format_bytes(spec.hybrid.max_class_size)),
+    ),
+    ConfigKey::new(
+        "headroom",
+        KeyScope::Hybrid,
+        "a multiple of the blocks seen live, 1 or more",
+        |spec, v| v.number().map(|value| spec.hybrid.slab_headroom = value),
+        |spec| Some(spec.hybrid.slab_headroom.to_string()),
+    )
+    .naming("slab_headroom"),
+    ConfigKey::new(
+        "watermark",
+        KeyScope::Hybrid,
+        "a fraction of the class blocks in use",
+        |spec, v| v.number().map(|value| spec.hybrid.watermark = value),
+        |spec| Some(spec.hybrid.watermark.to_string()),
+    ),
+    ConfigKey::new(
+        "deterministic",
+        KeyScope::Hybrid,
+        "`true` or `false`",
+        |spec, v| v.boolean().map(|value| spec.hybrid.deterministic = value),
+        |spec| Some(spec.hybrid.deterministic.to_string()),
+    ),
+    ConfigKey::new(
+        "drain_before_growth",
+        KeyScope::Hybrid,
+        "`true` or `false`",
+        |spec, v| v.boolean().map(|value| spec.hybrid.drain_before_growth = value),
+        |spec| Some(spec.hybrid.drain_before_growth.to_string()),
+    ),
+];
+
+/// The key named `name`.
+pub(crate) fn find(name: &str) -> Option<&'static ConfigKey> {
+    CONFIG_KEYS.iter().find(|key| key.name == name)
+}
+
+/// The key that sets the configuration field `field` (the field's own name where no key names it
+/// otherwise).
+pub(crate) fn key_of_field(field: &'static str) -> &'static str {
+    CONFIG_KEYS.iter().find(|key| key.field == Some(field)).map_or(field, |key| key.name)
+}
+
+/// Sets the field `assign` names to `value` in the dynamic pool's configuration and in the hybrid's
+/// region's alike.
+fn set_dynamic<T: Copy>(spec: &mut PoolSpec, value: T, assign: fn(&mut DynamicConfig, T)) -> Result<()> {
+    assign(&mut spec.dynamic, value);
+    assign(&mut spec.hybrid.dynamic, value);
+    Ok(())
+}
+
+/// An error naming `key`, for a value it does not take.
+pub(crate) fn bad(key: &str, reason: impl Into<String>) -> Error {
+    Error::BadConfigString { key: key.to_string(), reason: reason.into() }
+}
+
+/// A value given for a key, parsed as the key needs it; its errors name the key.
+#[derive(Clone, Copy)]
+struct Value<'a> {
+    key: &'static str,
+    text: &'a str,
+}
+
+impl<'a> Value<'a> {
+    /// Part of the value, `text`, parsed for the same key.
+    fn with(self, text: &'a str) -> Self {
+        Value { text, ..self }
+    }
+
+    /// An error naming the key.
+    fn bad(self, reason: impl Into<String>) -> Error {
+        bad(self.key, reason)
+    }
+
+    /// The value as a number.
+    fn number<T: std::str::FromStr>(self) -> Result<T> {
+        self.text.parse().map_err(|_| self.bad(format!("`{}` is not a number", self.text)))
+    }
+
+    /// The value as a byte count.
+    fn bytes(self) -> Result<u64> {
+        parse_bytes(self.text).ok_or_else(|| self.bad(format!("`{}` is not a byte count (like 512MiB)", self.text)))
+    }
+
+    /// The value as true or false.
+    fn boolean(self) -> Result<bool> {
+        match self.text {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(self.bad(format!("`{}` is not true or false", self.text))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference table of the keys, as the documentation at the top of `pool_spec.rs` shows it: a row per
+    /// key, its scope, values and default.
+    fn reference_table() -> String {
+        let mut table = String::from("| key | sets | values | default |\n| --- | --- | --- | --- |\n");
+        for key in CONFIG_KEYS {
+            table += &format!("| `{}` | {} | {} | {} |\n", key.name, key.scope.name(), key.values, key.default_text());
+        }
+        table
+    }
+
+    /// The reference table in `pool_spec.rs`'s documentation is the one the key table makes.
+    #[test]
+    fn the_documented_reference_is_the_key_table() {
+        let source = include_str!("pool_spec.rs");
+        let documented: String =
+            source.lines().filter_map(|line| line.strip_prefix("//! | ")).map(|row| format!("| {row}\n")).collect();
+        let expected = reference_table();
+        assert!(
+            documented == expected,
+            "pool_spec.rs documents other keys than the key table; its table should read:\n{}",
+            expected.lines().map(|line| format!("//! {line}\n")).collect::<String>()
+        );
+    }
+
+    #[test]
+    fn every_key_is_named_once_and_found_by_its_name() {
+        for (i, key) in CONFIG_KEYS.iter().enumerate() {
+            assert!(CONFIG_KEYS[..i].iter().all(|other| other.name != key.name), "{} twice", key.name);
+            assert_eq!(find(key.name).map(|k| k.name), Some(key.name));
+        }
+        assert!(find("colour").is_none());
+        assert_eq!(key_of_field("slab_headroom"), "headroom");
+        assert_eq!(key_of_field("growth_factor"), "growth_factor");
+    }
+
+    #[test]
+    fn defaults_read_from_the_default_pools() {
+        let default = |name| find(name).unwrap().default_text();
+        assert_eq!(default("strategy"), "`hybrid`");
+        assert_eq!(default("initial_size"), "`256MiB`");
+        assert_eq!(default("growth_factor"), "`1.5` (the hybrid's region: `1.01`)");
+        assert_eq!(default("classes"), "learned");
+        assert_eq!(default("page_size"), "the front end's");
+    }
+}
