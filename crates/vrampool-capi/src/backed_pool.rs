@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use vrampool::{AnyPool, BackendKind, Pool, PoolSpec, StreamId};
 
-use crate::device_backend::DeviceBackend;
+use crate::device_backend::open_device;
 use crate::error::CapiError;
 use crate::known_streams::KnownStreams;
 
@@ -28,7 +28,7 @@ impl BackedPool {
     /// `default_kind`.
     pub(crate) fn build(spec: &PoolSpec, default_kind: BackendKind, ordinal: usize) -> Result<Self, CapiError> {
         let kind = spec.backend.unwrap_or(default_kind);
-        let device = DeviceBackend::open(kind, ordinal, spec.page_size)?;
+        let device = open_device(kind, ordinal, spec.page_size)?;
         let pool = spec.build_any(device.backend)?;
         let config = PoolSpec { backend: Some(kind), ..spec.clone() }.to_string();
         Ok(BackedPool {

@@ -14,7 +14,8 @@
 //!
 //! Pool memory is used from CUDA code through [`PoolSlice`], a typed view that cudarc's copies, memsets
 //! and kernel launches accept, or through the byte-level copies and memsets of [`CudaMemory`].
-//! [`devices`] lists the GPUs; [`mod@bench`] measures allocation latency against `cuMemAlloc` and CUDA's own
+//! [`open_backend()`] opens the device a front end asks for by kind (these two, the simulated device or host
+//! memory). [`devices`] lists the GPUs; [`mod@bench`] measures allocation latency against `cuMemAlloc` and CUDA's own
 //! pool.
 //!
 //! ```no_run
@@ -50,6 +51,7 @@ mod event_pool;
 #[cfg(test)]
 mod fake_driver;
 mod library;
+mod open_backend;
 mod pool_slice;
 mod segment_table;
 mod stream_registry;
@@ -60,5 +62,6 @@ pub use cuda_virtual::CudaVirtual;
 pub use device_info::{DeviceInfo, devices};
 pub use error::CudaError;
 pub use library::driver_present;
+pub use open_backend::{DefaultPage, DeviceRequest, OpenedBackend, open_backend};
 pub use pool_slice::PoolSlice;
 pub use transfer::CudaMemory;

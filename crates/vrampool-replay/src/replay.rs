@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrampool::{
-    Backend, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
+    Backend, BackendKind, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig,
+    StreamId,
 };
+use vrampool_cuda::{DefaultPage, DeviceRequest, open_backend};
 use vrampool_trace::{Event, EventKind};
 
 use crate::error::{Error, Result};
@@ -31,6 +33,11 @@ impl Default for ReplayOptions {
     }
 }
 
+/// The physical page of replays where the config string names none: the device's granularity, the finest
+/// pages, against which `compare` and `advise` weigh larger ones. Replays on a GPU use it too, so that they
+/// map as the simulation does. (The C ABI's default differs: [`DefaultPage`] says why.)
+pub const REPLAY_PAGE: DefaultPage = DefaultPage::Granularity;
+
 /// Marks a slot whose allocation was refused (its free is skipped).
 const NO_BLOCK: u64 = u64::MAX;
 
@@ -50,12 +57,10 @@ pub fn replay_logged(
     options: &ReplayOptions,
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
-    let mut config = SimDeviceConfig::default().capacity(options.capacity).gpu_lag_us(options.gpu_lag_us);
-    if let Some(page) = spec.page_size {
-        config = config.page_size(page).map_err(|source| pool_error(plan, spec, source))?;
-    }
-    let device = Arc::new(SimDevice::new(config));
-    let target = ReplayTarget { backend: device.clone(), simulated: Some(device), used_bytes: None };
+    let sim = SimDeviceConfig::default().capacity(options.capacity).gpu_lag_us(options.gpu_lag_us);
+    let request = DeviceRequest::new(BackendKind::Sim, 0, spec.page_size, REPLAY_PAGE).sim(sim);
+    let opened = open_backend(request).map_err(|err| pool_error(plan, spec, err.into()))?;
+    let target = ReplayTarget { backend: opened.backend, simulated: opened.simulated, used_bytes: None };
     replay_on(plan, spec, options, target, log)
 }
 

@@ -7,7 +7,7 @@
 //! | --- | --- | --- | --- |
 //! | `strategy` | any pool | `fixed`, `dynamic`, `hybrid` | `hybrid` |
 //! | `backend` | any pool | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
-//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the front end's |
+//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the front end's: `16MiB` in the C ABI, the device's granularity in replays |
 //! | `block_size` | fixed pool | bytes | `4MiB` |
 //! | `block_count` | fixed pool | a count | `2048` |
 //! | `fallback` | fixed pool | `backend` or `reject` | `backend` |
@@ -116,8 +116,8 @@ pub struct PoolSpec {
     pub strategy: Strategy,
     /// The device, where the string names one.
     pub backend: Option<BackendKind>,
-    /// Bytes per physical page on a virtual-memory device, where the string names it (the device's
-    /// granularity otherwise).
+    /// Bytes per physical page on a virtual-memory device, where the string names it (the default of the
+    /// front end that opens the device otherwise).
     pub page_size: Option<u64>,
     /// The fixed pool's configuration.
     pub fixed: FixedConfig,

@@ -2,12 +2,13 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::sync::Arc;
 
 use serde::Serialize;
-use vrampool::{Backend, PoolSpec};
-use vrampool_cuda::{CudaDevice, CudaMemory, CudaVirtual};
-use vrampool_replay::{ComparisonRow, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on};
+use vrampool::{BackendKind, PoolSpec};
+use vrampool_cuda::{DeviceRequest, open_backend};
+use vrampool_replay::{
+    ComparisonRow, REPLAY_PAGE, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on,
+};
 use vrampool_trace::{Event, VrampoolCsvWriter};
 
 use super::replay_options;
@@ -154,21 +155,17 @@ fn run_on(
     options: &ReplayOptions,
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
-    let device_error = |err: vrampool_cuda::CudaError| Error::Device(format!("GPU {gpu}: {err}"));
-    let (backend, memory): (Arc<dyn Backend>, Arc<dyn CudaMemory>) = match on {
+    let kind = match on {
         "sim" => return Ok(vrampool_replay::replay_logged(plan, spec, options, log)?),
-        "cuda" => {
-            let device = Arc::new(CudaDevice::new(gpu).map_err(device_error)?);
-            (device.clone(), device)
-        }
-        "cuda-vm" => {
-            let device = Arc::new(CudaVirtual::with_page_size(gpu, spec.page_size).map_err(device_error)?);
-            (device.clone(), device)
-        }
+        "cuda" => BackendKind::Cuda,
+        "cuda-vm" => BackendKind::CudaVirtual,
         other => return Err(Error::Usage(format!("--on {other}: expected sim, cuda or cuda-vm"))),
     };
+    let request = DeviceRequest::new(kind, gpu, spec.page_size, REPLAY_PAGE);
+    let opened = open_backend(request).map_err(|err| Error::Device(format!("GPU {gpu}: {err}")))?;
+    let memory = opened.cuda.expect("a CUDA kind opens a CUDA device");
     let used = || memory.memory_info().ok().map(|(free, total)| total - free);
-    let target = ReplayTarget { backend, simulated: None, used_bytes: Some(&used) };
+    let target = ReplayTarget { backend: opened.backend, simulated: None, used_bytes: Some(&used) };
     Ok(replay_on(plan, spec, options, target, log)?)
 }
 
