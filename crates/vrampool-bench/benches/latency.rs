@@ -46,14 +46,14 @@ fn pairs(c: &mut Criterion) {
     }
     hybrid.freeze();
     for size in sizes {
-        let mut group = c.benchmark_group(Pattern::Pair(size).name());
+        let mut group = c.benchmark_group(Pattern::Pair { size }.name());
         group.bench_function("fixed", |b| b.iter(|| run_pair(&fixed, size, 1)));
         group.bench_function("dynamic", |b| b.iter(|| run_pair(&dynamic, size, 1)));
         group.bench_function("hybrid", |b| b.iter(|| run_pair(&hybrid, size, 1)));
         let mut reference = OffsetReference::default();
         group.bench_function("offset-allocator", |b| {
             b.iter_custom(|iters| {
-                let ns = reference.run(Pattern::Pair(size), 1, iters);
+                let ns = reference.run(Pattern::Pair { size }, 1, iters);
                 std::time::Duration::from_nanos((ns * iters as f64) as u64)
             })
         });
@@ -74,7 +74,7 @@ fn churn(c: &mut Criterion) {
     let mut reference = OffsetReference::default();
     group.bench_function("offset-allocator", |b| {
         b.iter_custom(|iters| {
-            let ns = reference.run(Pattern::Churn, 1, iters.max(1));
+            let ns = reference.run(Pattern::STANDARD_CHURN, 1, iters.max(1));
             std::time::Duration::from_nanos((ns * iters as f64) as u64)
         })
     });

@@ -1,5 +1,7 @@
 //! The churn pattern's sizes and victims, drawn once so that drawing them is not timed.
 
+use crate::pattern::log_uniform;
+
 /// Live blocks in the churn pattern.
 pub const CHURN_LIVE: usize = 1000;
 /// The smallest churn size.
@@ -8,6 +10,8 @@ pub const CHURN_MIN: u64 = 256;
 pub const CHURN_MAX: u64 = 8 << 20;
 /// Steps drawn before the sequence repeats.
 const STEPS: usize = 1 << 14;
+/// The seed of the sequences of the churn patterns.
+const PATTERN_SEED: u64 = 0x5eed;
 
 /// A deterministic churn: the sizes of the first live blocks, then per step a victim and a new size.
 #[derive(Clone, Debug)]
@@ -35,8 +39,7 @@ impl SplitMix {
     }
 
     fn log_uniform(&mut self, min: u64, max: u64) -> u64 {
-        let (lo, hi) = ((min as f64).ln(), (max as f64).ln());
-        ((lo + (hi - lo) * self.unit()).exp() as u64).clamp(min, max)
+        log_uniform(self.unit(), min, max)
     }
 }
 
@@ -49,9 +52,15 @@ impl ChurnSequence {
         ChurnSequence { initial, steps }
     }
 
-    /// The pattern of DESIGN's measures: 1000 live blocks, 256 B to 8 MiB.
+    /// The sequence of a churn pattern ([`crate::Pattern::Churn`]) of `live` blocks of `[min, max]` bytes, the same
+    /// on every run.
+    pub fn of_pattern(live: usize, min: u64, max: u64) -> Self {
+        Self::new(live, min, max, PATTERN_SEED)
+    }
+
+    /// The pattern of DESIGN's measures ([`crate::Pattern::STANDARD_CHURN`]): 1000 live blocks, 256 B to 8 MiB.
     pub fn standard() -> Self {
-        Self::new(CHURN_LIVE, CHURN_MIN, CHURN_MAX, 0x5eed)
+        Self::of_pattern(CHURN_LIVE, CHURN_MIN, CHURN_MAX)
     }
 }
 

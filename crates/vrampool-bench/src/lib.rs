@@ -18,6 +18,6 @@ mod thread_scaling;
 pub use churn_sequence::ChurnSequence;
 pub use median::median_ns_per_op;
 pub use offset_reference::OffsetReference;
-pub use pattern::Pattern;
+pub use pattern::{Pattern, log_uniform};
 pub use pool_runner::{PoolChurn, run_pair, run_pool};
 pub use thread_scaling::{ThreadScaling, thread_throughput};

@@ -35,7 +35,7 @@ impl OffsetReference {
     pub fn run(&mut self, pattern: Pattern, batches: usize, ops: u64) -> f64 {
         let allocator = &mut self.allocator;
         match pattern {
-            Pattern::Pair(size) => {
+            Pattern::Pair { size } => {
                 let units = Self::units(size);
                 median_ns_per_op(batches, ops, || {
                     for _ in 0..ops {
@@ -44,8 +44,8 @@ impl OffsetReference {
                     }
                 })
             }
-            Pattern::Churn => {
-                let sequence = ChurnSequence::standard();
+            Pattern::Churn { live, min_size, max_size } => {
+                let sequence = ChurnSequence::of_pattern(live, min_size, max_size);
                 let mut live: Vec<Allocation> =
                     sequence.initial.iter().map(|&s| allocator.allocate(Self::units(s)).expect("room")).collect();
                 let mut step = 0;

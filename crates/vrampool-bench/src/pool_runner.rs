@@ -60,9 +60,9 @@ impl<P: Pool + ?Sized> Drop for PoolChurn<'_, P> {
 /// The median nanoseconds per operation of `pattern` on `pool`, over `batches` batches of `ops` operations.
 pub fn run_pool<P: Pool + ?Sized>(pool: &P, pattern: Pattern, batches: usize, ops: u64) -> f64 {
     match pattern {
-        Pattern::Pair(size) => median_ns_per_op(batches, ops, || run_pair(pool, size, ops)),
-        Pattern::Churn => {
-            let mut churn = PoolChurn::new(pool, ChurnSequence::standard());
+        Pattern::Pair { size } => median_ns_per_op(batches, ops, || run_pair(pool, size, ops)),
+        Pattern::Churn { live, min_size, max_size } => {
+            let mut churn = PoolChurn::new(pool, ChurnSequence::of_pattern(live, min_size, max_size));
             median_ns_per_op(batches, ops, || churn.run(ops))
         }
     }

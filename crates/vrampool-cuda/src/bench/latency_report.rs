@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use vrampool::PoolStats;
 
-use super::pattern::Pattern;
 use crate::error::CudaError;
+use vrampool_bench::Pattern;
 
 /// Device work a vrampool pool did: counts from its stats, or their growth over the timed rounds of a cell.
 /// A driver call costs microseconds, so a few per round show in the median where the pool's own work would
@@ -99,8 +99,8 @@ impl LatencyCell {
     pub(crate) fn new(method: &str, pattern: &Pattern, outcome: Result<(Vec<f64>, usize), CudaError>) -> Self {
         let mut cell = LatencyCell {
             method: method.to_string(),
-            pattern: pattern.name(),
-            pattern_spec: pattern.clone(),
+            pattern: pattern.label(),
+            pattern_spec: *pattern,
             median_ns: None,
             p10_ns: None,
             p90_ns: None,

@@ -9,8 +9,8 @@ use vrampool::{
 
 use super::bench_device::BenchDevice;
 use super::latency_report::PoolWork;
-use super::pattern::Pattern;
 use crate::error::CudaError;
+use vrampool_bench::Pattern;
 
 /// Something that hands out device memory and takes it back.
 pub trait Allocator {

@@ -11,11 +11,10 @@
 mod bench_device;
 mod latency_report;
 mod method;
-mod pattern;
 mod runner;
 
 pub use bench_device::BenchDevice;
 pub use latency_report::{LatencyCell, LatencyReport, PoolWork};
 pub use method::{Allocator, Method, default_methods, fixed_config};
-pub use pattern::{Pattern, default_patterns};
-pub use runner::{BenchConfig, run};
+pub use runner::{BenchConfig, default_patterns, run};
+pub use vrampool_bench::Pattern;

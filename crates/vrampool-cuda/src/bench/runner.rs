@@ -10,12 +10,24 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use vrampool::{KIB, MIB};
+use vrampool_bench::{Pattern, log_uniform};
 
 use super::bench_device::BenchDevice;
 use super::latency_report::{LatencyCell, LatencyReport, PoolWork};
 use super::method::{Allocator, Method};
-use super::pattern::{Pattern, default_patterns};
 use crate::error::CudaError;
+
+/// The patterns of the design: pairs at 4 KiB, 1 MiB and 64 MiB, and the standard churn over 1000 live
+/// blocks of 256 B to 8 MiB.
+pub fn default_patterns() -> Vec<Pattern> {
+    vec![
+        Pattern::Pair { size: 4 * KIB },
+        Pattern::Pair { size: MIB },
+        Pattern::Pair { size: 64 * MIB },
+        Pattern::STANDARD_CHURN,
+    ]
+}
 
 /// How the bench runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,8 +96,7 @@ impl Workload {
             Pattern::Pair { size } => (Workload::Pair { size }, Ok(())),
             Pattern::Churn { live: count, min_size, max_size } => {
                 let mut rng = SmallRng::seed_from_u64(seed);
-                let sizes: Vec<u64> =
-                    (0..CHURN_DRAWS).map(|_| Pattern::log_uniform(&mut rng, min_size, max_size)).collect();
+                let sizes: Vec<u64> = (0..CHURN_DRAWS).map(|_| log_uniform(rng.random(), min_size, max_size)).collect();
                 let victims: Vec<usize> = (0..CHURN_DRAWS).map(|_| rng.random_range(0..count.max(1))).collect();
                 let mut live = Vec::with_capacity(count);
                 let outcome = (0..count).try_for_each(|i| {
@@ -315,21 +326,28 @@ pub fn run(device: &BenchDevice, methods: &[Method], config: &BenchConfig) -> La
         budget_per_cell_ms: config.budget_per_cell.as_millis() as u64,
         rounds_took_turns: config.take_turns,
         methods: methods.iter().map(|m| m.name.clone()).collect(),
-        patterns: config.patterns.iter().map(Pattern::name).collect(),
+        patterns: config.patterns.iter().map(Pattern::label).collect(),
         cells,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use vrampool::{KIB, MIB};
-
     use std::cell::{Cell, RefCell};
     use std::rc::Rc;
 
     use super::*;
     use crate::bench::method::default_methods;
     use crate::fake_driver::{FakeConfig, FakeDriver};
+
+    #[test]
+    fn the_default_patterns_are_the_designs() {
+        let patterns = default_patterns();
+        assert_eq!(patterns[0].label(), "pair 4 KiB");
+        assert_eq!(patterns[3].label(), "churn 1000 x 256 B..8 MiB");
+        assert_eq!((patterns[3].max_size(), patterns[3].max_live()), (8 * MIB, 1000));
+        assert_eq!((patterns[2].max_size(), patterns[2].max_live()), (64 * MIB, 1));
+    }
 
     fn quick() -> BenchConfig {
         BenchConfig {
