@@ -1,9 +1,10 @@
 //! The columns of a comparison of strategies on one trace, shared by `vrampool compare`'s text table and
 //! the HTML report.
 
+use vrampool::whole_mib;
 use vrampool_replay::ComparisonRow;
 
-use crate::table::{mib, or_dash};
+use crate::table::or_dash;
 
 /// The columns of a comparison, as `vrampool compare` and the HTML report name them.
 pub const COLUMNS: [&str; 10] = [
@@ -22,8 +23,8 @@ pub const COLUMNS: [&str; 10] = [
 /// The figures of one row: every column between the strategy and the config.
 pub fn figure_cells(row: &ComparisonRow) -> [String; 8] {
     [
-        mib(row.peak_live_bytes),
-        mib(row.peak_reserved_bytes),
+        whole_mib(row.peak_live_bytes),
+        whole_mib(row.peak_reserved_bytes),
         or_dash(row.utilization.map(|u| format!("{u:.3}"))),
         or_dash(row.fallbacks),
         or_dash(row.ooms),

@@ -46,20 +46,6 @@ impl Table {
     }
 }
 
-/// Bytes in MiB with thousands separators: `5,607 MiB`.
-pub fn mib(bytes: u64) -> String {
-    let value = (bytes as f64 / (1u64 << 20) as f64).round() as u64;
-    let digits = value.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    format!("{out} MiB")
-}
-
 /// An optional number, or `-`.
 pub fn or_dash<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".into(), |v| v.to_string())
@@ -75,7 +61,6 @@ mod tests {
         t.row(vec!["a".into(), "1".into()]);
         t.row(vec!["long name".into(), "12345".into()]);
         assert_eq!(t.render(), "name       value\n---------  -----\na              1\nlong name  12345");
-        assert_eq!(mib(5_879_357_852), "5,607 MiB");
         assert_eq!(or_dash::<u64>(None), "-");
     }
 }

@@ -4,11 +4,12 @@
 //! (the table at the top of `pool_spec.rs`, checked against this one by a test) all come from it; the C
 //! header's list of keys is checked against it by a test of the C ABI crate.
 
+use crate::byte_format::{format_bytes, parse_bytes};
 use crate::dynamic::{Cap, DynamicConfig, VirtualMemory};
 use crate::error::{Error, Result};
 use crate::fixed::Fallback;
 use crate::hybrid::ClassSpec;
-use crate::pool_spec::{BackendKind, PoolSpec, Strategy, format_bytes, parse_bytes};
+use crate::pool_spec::{BackendKind, PoolSpec, Strategy};
 use crate::units::MIB;
 
 /// The pools a config key sets.

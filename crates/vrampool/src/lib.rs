@@ -29,6 +29,7 @@ mod backend;
 mod block_stack;
 mod block_states;
 mod buffer;
+mod byte_format;
 mod config_keys;
 mod counters;
 mod dynamic;
@@ -56,6 +57,7 @@ pub use backend::{
     SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
+pub use byte_format::{BYTE_UNITS, format_bytes, human_bytes, parse_bytes, short_bytes, whole_mib};
 pub use config_keys::{CONFIG_KEYS, ConfigKey, KeyScope};
 pub use counters::{PoolStats, Stat};
 pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, VirtualMemory};
@@ -63,7 +65,7 @@ pub use error::{Error, Result};
 pub use fixed::{Fallback, FixedConfig, FixedPool};
 pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses, MAX_CLASSES};
 pub use pool::{Allocation, Pool, PoolExt};
-pub use pool_spec::{BackendKind, PoolSpec, Strategy, format_bytes, parse_bytes};
+pub use pool_spec::{BackendKind, PoolSpec, Strategy};
 pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};
 pub use stream::StreamId;
-pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK, human_bytes};
+pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK};

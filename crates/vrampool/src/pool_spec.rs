@@ -45,7 +45,6 @@ use crate::error::{Error, Result};
 use crate::fixed::{FixedConfig, FixedPool};
 use crate::hybrid::{HybridConfig, HybridPool};
 use crate::pool::Pool;
-use crate::units::{GIB, KIB, MIB};
 
 /// Which strategy a [`PoolSpec`] makes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -125,42 +124,6 @@ pub struct PoolSpec {
     pub dynamic: DynamicConfig,
     /// The hybrid's configuration, its region's included.
     pub hybrid: HybridConfig,
-}
-
-/// Parses a byte count: a number with an optional unit (`512`, `4KiB`, `1.5GiB`, `2GB`).
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "K" | "k" => KIB,
-        "MiB" | "M" => MIB,
-        "GiB" | "G" => GIB,
-        "TiB" | "T" => 1 << 40,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        _ => return None,
-    };
-    if number.contains('.') {
-        let value: f64 = number.parse().ok()?;
-        let bytes = value * scale as f64;
-        (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes.round() as u64)
-    } else {
-        number.parse::<u64>().ok()?.checked_mul(scale)
-    }
-}
-
-/// Writes a byte count in the largest binary unit that divides it.
-pub fn format_bytes(bytes: u64) -> String {
-    for (unit, name) in [(1u64 << 40, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")] {
-        if bytes >= unit && bytes % unit == 0 {
-            return format!("{}{name}", bytes / unit);
-        }
-    }
-    bytes.to_string()
 }
 
 impl PoolSpec {
@@ -265,20 +228,6 @@ fn named_by_key(err: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_with_units() {
-        assert_eq!(parse_bytes("512"), Some(512));
-        assert_eq!(parse_bytes("4KiB"), Some(4096));
-        assert_eq!(parse_bytes("1.5GiB"), Some(3 * GIB / 2));
-        assert_eq!(parse_bytes("2GB"), Some(2_000_000_000));
-        assert_eq!(parse_bytes("12 MiB"), Some(12 * MIB));
-        assert_eq!(parse_bytes("lots"), None);
-        assert_eq!(parse_bytes("4XiB"), None);
-        assert_eq!(parse_bytes("99999999999TiB"), None);
-        assert_eq!(format_bytes(256 * MIB), "256MiB");
-        assert_eq!(format_bytes(1000), "1000");
-    }
 
     #[test]
     fn the_empty_string_is_the_default() {

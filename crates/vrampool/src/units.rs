@@ -1,4 +1,4 @@
-//! Byte units and the alignment every pool honours.
+//! Byte units, the alignment every pool honours, and the rounding and binning arithmetic on them.
 
 /// One kibibyte.
 pub const KIB: u64 = 1 << 10;
@@ -49,18 +49,6 @@ pub(crate) fn round_up_to(value: u64, unit: u64) -> Option<u64> {
     value.div_ceil(unit).checked_mul(unit)
 }
 
-/// Formats a byte count for people: `1.50 GiB`, `256 MiB`, `512 B`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)];
-    for (name, unit) in UNITS {
-        if bytes >= unit {
-            let value = bytes as f64 / unit as f64;
-            return if bytes % unit == 0 { format!("{} {name}", bytes / unit) } else { format!("{value:.2} {name}") };
-        }
-    }
-    format!("{bytes} B")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,12 +94,5 @@ mod tests {
     fn log_linear_bins_match_the_branching_form() {
         check_bins::<4>();
         check_bins::<5>();
-    }
-
-    #[test]
-    fn human() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(256 * MIB), "256 MiB");
-        assert_eq!(human_bytes(3 * GIB / 2), "1.50 GiB");
     }
 }

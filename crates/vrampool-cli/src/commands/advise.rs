@@ -1,13 +1,14 @@
 //! `vrampool advise`: sweep each strategy on a trace and recommend one.
 
 use serde::Serialize;
+use vrampool::whole_mib;
 use vrampool_replay::{ComparisonRow, Objective, ReplayPlan};
 
 use super::compare::advise_with_progress;
 use super::replay_options;
 use crate::cli::AdviseArgs;
 use crate::error::Result;
-use crate::table::{Table, mib, or_dash};
+use crate::table::{Table, or_dash};
 use crate::trace_input::read;
 
 /// The advice as JSON.
@@ -48,7 +49,7 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         table.row(vec![
             s.best.strategy.name().into(),
             s.tried.to_string(),
-            mib(s.best.peak_reserved_bytes),
+            whole_mib(s.best.peak_reserved_bytes),
             format!("{:.3}", s.best.utilization),
             format!("{:.1}", s.best.driver_time_us / 1000.0),
             s.best.config.clone(),
@@ -61,8 +62,8 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
     println!("config:      {}", advice.config);
     println!(
         "predicted:   peak reserved {} (PyTorch recorded {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
-        mib(best.peak_reserved_bytes),
-        or_dash(pytorch.as_ref().map(|p| mib(p.peak_reserved_bytes))),
+        whole_mib(best.peak_reserved_bytes),
+        or_dash(pytorch.as_ref().map(|p| whole_mib(p.peak_reserved_bytes))),
         best.utilization,
         or_dash(pytorch.as_ref().and_then(|p| p.utilization).map(|u| format!("{u:.3}"))),
         best.driver_time_us / 1000.0,

@@ -1,7 +1,9 @@
 //! `vrampool devices`: the GPUs the CUDA driver sees.
 
+use vrampool::whole_mib;
+
 use crate::error::{Error, Result};
-use crate::table::{Table, mib};
+use crate::table::Table;
 
 /// Lists each GPU, or says clearly why none can be listed.
 pub fn run() -> Result<()> {
@@ -15,7 +17,7 @@ pub fn run() -> Result<()> {
         table.row(vec![
             d.ordinal.to_string(),
             d.name.clone(),
-            mib(d.total_memory),
+            whole_mib(d.total_memory),
             d.granularity.map_or_else(|| "none".into(), vrampool::format_bytes),
             if d.memory_pools_supported { "yes".into() } else { "no".into() },
         ]);

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::BufWriter;
 
 use serde::Serialize;
-use vrampool::{BackendKind, PoolSpec};
+use vrampool::{BackendKind, PoolSpec, whole_mib};
 use vrampool_cuda::{DeviceRequest, open_backend};
 use vrampool_replay::{
     ComparisonRow, REPLAY_PAGE, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on,
@@ -14,7 +14,6 @@ use vrampool_trace::{Event, VrampoolCsvWriter};
 use super::replay_options;
 use crate::cli::ReplayArgs;
 use crate::error::{Error, Result};
-use crate::table::mib;
 use crate::trace_input::read;
 
 /// Replays and prints the figures.
@@ -72,9 +71,9 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         if let Some(check) = &check {
             println!(
                 "on the GPU:     pool {} / driver {} peak reserved, simulation {} ({:+.3}% / {:+.3}%)",
-                mib(check.gpu_pool_peak_reserved_bytes),
-                check.gpu_driver_peak_used_bytes.map_or_else(|| "-".into(), mib),
-                mib(check.sim_peak_reserved_bytes),
+                whole_mib(check.gpu_pool_peak_reserved_bytes),
+                check.gpu_driver_peak_used_bytes.map_or_else(|| "-".into(), whole_mib),
+                whole_mib(check.sim_peak_reserved_bytes),
                 check.pool_difference * 100.0,
                 check.driver_difference.unwrap_or(f64::NAN) * 100.0
             );
@@ -178,8 +177,8 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult) {
     if args.options.gpu_lag_ms > 0.0 {
         println!("simulated GPU:  {} ms behind the program", args.options.gpu_lag_ms);
     }
-    println!("peak live:      {}", mib(result.peak_live_bytes));
-    println!("peak reserved:  {}", mib(result.peak_reserved_bytes));
+    println!("peak live:      {}", whole_mib(result.peak_live_bytes));
+    println!("peak reserved:  {}", whole_mib(result.peak_reserved_bytes));
     println!("utilization:    {:.4}", result.utilization);
     println!("fallbacks:      {}", result.fallbacks);
     println!("ooms:           {}", result.ooms);

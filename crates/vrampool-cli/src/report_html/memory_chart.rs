@@ -1,10 +1,11 @@
 //! The memory chart of one allocator on one trace: live bytes (an area) and reserved bytes (a line) over
 //! the trace's events, with both peaks marked.
 
+use vrampool::whole_mib;
+
 use super::byte_units::ByteUnit;
 use super::scale::{LinearScale, ticks_from_zero};
 use super::svg::{Anchor, Svg};
-use crate::table::mib;
 
 /// Live and reserved bytes after some number of the trace's events.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,9 +62,9 @@ pub fn short_count(value: f64) -> String {
 /// A peak as the comparison table writes it (MiB), and in the axis's unit too where that is larger.
 fn peak_size(bytes: u64, unit: ByteUnit) -> String {
     if unit.bytes > 1 << 20 {
-        format!("{} ({} {})", mib(bytes), unit.tick_label(bytes as f64), unit.name)
+        format!("{} ({} {})", whole_mib(bytes), unit.tick_label(bytes as f64), unit.name)
     } else {
-        mib(bytes)
+        whole_mib(bytes)
     }
 }
 
@@ -95,8 +96,8 @@ impl MemoryPanel {
             "{}: live and reserved bytes over {} events; peak live {}, peak reserved {}",
             self.allocator,
             self.events,
-            mib(self.peak_live_bytes),
-            mib(self.peak_reserved_bytes)
+            whole_mib(self.peak_live_bytes),
+            whole_mib(self.peak_reserved_bytes)
         );
         let mut svg = Svg::new(WIDTH, HEIGHT, &format!("memory s-{}", self.allocator), &label);
         svg.text((LEFT, 18.0), Anchor::Start, "panel-title", &self.allocator);

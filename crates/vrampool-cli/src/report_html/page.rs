@@ -2,11 +2,10 @@
 //! comparison, memory over time, request sizes, how each strategy decides), the measures defined; one
 //! inline stylesheet, no script, nothing fetched.
 
-use vrampool::{PoolSpec, Strategy, human_bytes};
+use vrampool::{PoolSpec, Strategy, human_bytes, short_bytes};
 use vrampool_replay::{ReplayPlan, ReplayResult, SizeProfile};
 
 use super::TraceReport;
-use super::byte_units::short_size;
 use super::comparison_table::{advice_box, comparison_table};
 use super::escape::{config_html, escape};
 use super::event_axis::{EventAxis, EventTimes};
@@ -133,7 +132,7 @@ fn trace_section(index: usize, report: &TraceReport) -> String {
     ));
     if !classes.is_empty() {
         let list: Vec<String> =
-            classes.iter().map(|c| format!("{} × {}", short_size(c.block_size), grouped(c.block_count))).collect();
+            classes.iter().map(|c| format!("{} × {}", short_bytes(c.block_size), grouped(c.block_count))).collect();
         html.push_str(&format!(
             "<p class=\"note classes\">The hybrid's {} classes (block size × blocks): {}.</p>\n",
             classes.len(),

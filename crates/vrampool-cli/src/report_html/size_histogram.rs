@@ -1,9 +1,8 @@
 //! The histogram of a trace's request sizes on a log scale, with the hybrid pool's size classes (and the
 //! requests each can hold) and the fixed pool's block size marked on it.
 
-use vrampool::{ClassSpec, human_bytes};
+use vrampool::{ClassSpec, human_bytes, short_bytes};
 
-use super::byte_units::short_size;
 use super::scale::LogScale;
 use super::svg::{Anchor, Svg};
 
@@ -140,7 +139,7 @@ impl SizeHistogram {
         for power in (first_power..=hi / BINS_PER_OCTAVE).filter(|p| p % every == 0) {
             let px = x.map(2f64.powi(power as i32));
             svg.line((px, BOTTOM), (px, BOTTOM + 4.0), "axis");
-            svg.text((px, BOTTOM + 16.0), Anchor::Middle, "tick", &short_size(1u64 << power.min(63)));
+            svg.text((px, BOTTOM + 16.0), Anchor::Middle, "tick", &short_bytes(1u64 << power.min(63)));
         }
         svg.text((RIGHT, HEIGHT - 4.0), Anchor::End, "axis-title", "request size (rounded up to 256 B)");
 
@@ -167,16 +166,21 @@ impl SizeHistogram {
             svg.polygon(&[(px - 4.0, TOP - 12.0), (px + 4.0, TOP - 12.0), (px, TOP - 5.0)], "class-head");
             let title = format!(
                 "hybrid class {}: {} blocks, holds requests from {}",
-                short_size(class.block_size),
+                short_bytes(class.block_size),
                 class.block_count,
-                short_size((class.block_size as f64 / (1.0 + marks.max_waste.max(0.0))).ceil() as u64)
+                short_bytes((class.block_size as f64 / (1.0 + marks.max_waste.max(0.0))).ceil() as u64)
             );
             svg.hover((px - 4.0, TOP - 12.0), (8.0, BOTTOM - TOP + 12.0), &title);
         }
         if let Some(block) = marks.fixed_block {
             let px = x.map(block as f64);
             svg.line((px, TOP - 14.0), (px, BOTTOM), "fixed-mark");
-            svg.text((px - 4.0, TOP - 16.0), Anchor::End, "fixed-label", &format!("fixed block {}", short_size(block)));
+            svg.text(
+                (px - 4.0, TOP - 16.0),
+                Anchor::End,
+                "fixed-label",
+                &format!("fixed block {}", short_bytes(block)),
+            );
         }
         svg.line((LEFT, BOTTOM), (RIGHT, BOTTOM), "axis");
         svg.line((LEFT, TOP - 4.0), (LEFT, BOTTOM), "axis");

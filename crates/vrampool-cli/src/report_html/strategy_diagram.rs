@@ -1,10 +1,9 @@
 //! How each strategy decides where a request goes, drawn from the configuration it was replayed with: a
 //! chain of questions, each answered "yes" by a place to the right and "no" by the next question below.
 
-use vrampool::{Cap, Fallback, PoolSpec, Strategy, VirtualMemory};
+use vrampool::{Cap, Fallback, PoolSpec, Strategy, VirtualMemory, short_bytes};
 use vrampool_replay::ReplayResult;
 
-use super::byte_units::short_size;
 use super::svg::{Anchor, Svg};
 
 /// A question and where a request goes when the answer is yes.
@@ -53,7 +52,7 @@ fn percent(fraction: f64) -> String {
 fn cap(cap: Cap) -> String {
     match cap {
         Cap::Fraction(fraction) => format!("{} of the device", percent(fraction)),
-        Cap::Bytes(bytes) => short_size(bytes),
+        Cap::Bytes(bytes) => short_bytes(bytes),
     }
 }
 
@@ -79,7 +78,7 @@ impl DecisionFlow {
         Ok(match spec.strategy {
             Strategy::Fixed => {
                 let fixed = &spec.fixed;
-                let block = short_size(fixed.block_size);
+                let block = short_bytes(fixed.block_size);
                 let reasons: Vec<String> =
                     stats.fallback_reasons.iter().map(|(why, n)| format!("{why} {}", grouped(*n))).collect();
                 let mut notes = vec![format!(
@@ -99,7 +98,7 @@ impl DecisionFlow {
                         yes: format!(
                             "a block from the slab of {} × {block} ({} reserved at start)",
                             grouped(fixed.block_count),
-                            short_size(fixed.block_size.saturating_mul(fixed.block_count))
+                            short_bytes(fixed.block_size.saturating_mul(fixed.block_count))
                         ),
                     }],
                     otherwise: match fixed.fallback {
@@ -126,7 +125,7 @@ impl DecisionFlow {
                 notes: vec![format!(
                     "Starts at {}. Here: grew {} times, moved {} idle chunks and aliased {} still in use, {} out of \
                      memory.",
-                    short_size(dynamic.initial_size),
+                    short_bytes(dynamic.initial_size),
                     grouped(stats.growths),
                     grouped(stats.chunks_moved),
                     grouped(stats.chunks_aliased),
@@ -165,7 +164,7 @@ impl DecisionFlow {
                     decisions,
                     otherwise: format!(
                         "dynamic region: TLSF, from {}, grows ×{} up to {}",
-                        short_size(dynamic.initial_size),
+                        short_bytes(dynamic.initial_size),
                         dynamic.growth_factor,
                         cap(dynamic.cap)
                     ),
