@@ -134,6 +134,47 @@ impl Drop for DeviceContext {
     }
 }
 
+/// The [`vrampool::Backend`] methods a CUDA backend answers from its [`DeviceContext`], in the field
+/// `context`: its name and capacity, and its streams' events (record, query, wait, release) and
+/// synchronisation. Used inside both backends' `impl Backend` blocks, so that the two forward alike.
+macro_rules! forward_to_context {
+    () => {
+        fn name(&self) -> String {
+            self.context.name().to_string()
+        }
+
+        fn capacity(&self) -> u64 {
+            self.context.capacity()
+        }
+
+        fn record_event(&self, stream: vrampool::StreamId) -> vrampool::Result<vrampool::EventId> {
+            Ok(self.context.record_event(stream)?)
+        }
+
+        fn event_complete(&self, event: vrampool::EventId) -> vrampool::Result<bool> {
+            Ok(self.context.event_complete(event)?)
+        }
+
+        fn stream_wait_event(&self, stream: vrampool::StreamId, event: vrampool::EventId) -> vrampool::Result<()> {
+            Ok(self.context.stream_wait_event(stream, event)?)
+        }
+
+        fn release_event(&self, event: vrampool::EventId) {
+            self.context.events().release(event);
+        }
+
+        fn wait_event(&self, event: vrampool::EventId) -> vrampool::Result<()> {
+            Ok(self.context.wait_event(event)?)
+        }
+
+        fn synchronize(&self) -> vrampool::Result<()> {
+            Ok(self.context.synchronize()?)
+        }
+    };
+}
+
+pub(crate) use forward_to_context;
+
 #[cfg(test)]
 mod tests {
     use vrampool::{Backend, DynamicConfig, DynamicPool, Error, FixedConfig, FixedPool, MIB, Pool};

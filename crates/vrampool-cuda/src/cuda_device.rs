@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use vrampool::{Backend, DeviceAddr, EventId, StreamId};
+use vrampool::{Backend, DeviceAddr};
 
-use crate::context::DeviceContext;
+use crate::context::{DeviceContext, forward_to_context};
 use crate::driver::{CudaDriver, Driver};
 use crate::error::CudaError;
 use crate::library::CudaLibrary;
@@ -56,14 +56,6 @@ impl CudaDevice {
 }
 
 impl Backend for CudaDevice {
-    fn name(&self) -> String {
-        self.context.name().to_string()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.context.capacity()
-    }
-
     fn segment_unit(&self) -> u64 {
         MEM_ALLOC_PAGE
     }
@@ -76,29 +68,7 @@ impl Backend for CudaDevice {
         self.segments.free(&self.context, addr, size)
     }
 
-    fn record_event(&self, stream: StreamId) -> vrampool::Result<EventId> {
-        Ok(self.context.record_event(stream)?)
-    }
-
-    fn event_complete(&self, event: EventId) -> vrampool::Result<bool> {
-        Ok(self.context.event_complete(event)?)
-    }
-
-    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> vrampool::Result<()> {
-        Ok(self.context.stream_wait_event(stream, event)?)
-    }
-
-    fn release_event(&self, event: EventId) {
-        self.context.events().release(event);
-    }
-
-    fn wait_event(&self, event: EventId) -> vrampool::Result<()> {
-        Ok(self.context.wait_event(event)?)
-    }
-
-    fn synchronize(&self) -> vrampool::Result<()> {
-        Ok(self.context.synchronize()?)
-    }
+    forward_to_context!();
 }
 
 impl_cuda_memory!(CudaDevice);
@@ -116,7 +86,7 @@ impl Drop for CudaDevice {
 
 #[cfg(test)]
 mod tests {
-    use vrampool::{DynamicConfig, DynamicPool, Error, FixedConfig, FixedPool, MIB, Pool, PoolExt};
+    use vrampool::{DynamicConfig, DynamicPool, Error, FixedConfig, FixedPool, MIB, Pool, PoolExt, StreamId};
 
     use super::*;
     use crate::error::CUDA_ERROR_INVALID_VALUE;

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use vrampool::{Backend, DeviceAddr, EventId, StreamId};
+use vrampool::{Backend, DeviceAddr};
 
-use crate::context::DeviceContext;
+use crate::context::{DeviceContext, forward_to_context};
 use crate::driver::{CudaDriver, Driver};
 use crate::error::CudaError;
 use crate::library::CudaLibrary;
@@ -303,14 +303,6 @@ impl CudaVirtual {
 }
 
 impl Backend for CudaVirtual {
-    fn name(&self) -> String {
-        self.context.name().to_string()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.context.capacity()
-    }
-
     fn segment_unit(&self) -> u64 {
         MEM_ALLOC_PAGE
     }
@@ -528,29 +520,7 @@ impl Backend for CudaVirtual {
         Ok(())
     }
 
-    fn record_event(&self, stream: StreamId) -> vrampool::Result<EventId> {
-        Ok(self.context.record_event(stream)?)
-    }
-
-    fn event_complete(&self, event: EventId) -> vrampool::Result<bool> {
-        Ok(self.context.event_complete(event)?)
-    }
-
-    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> vrampool::Result<()> {
-        Ok(self.context.stream_wait_event(stream, event)?)
-    }
-
-    fn release_event(&self, event: EventId) {
-        self.context.events().release(event);
-    }
-
-    fn wait_event(&self, event: EventId) -> vrampool::Result<()> {
-        Ok(self.context.wait_event(event)?)
-    }
-
-    fn synchronize(&self) -> vrampool::Result<()> {
-        Ok(self.context.synchronize()?)
-    }
+    forward_to_context!();
 }
 
 /// The physical chunks mapped: mapped addresses, less the second (and later) addresses of aliased handles.
@@ -594,7 +564,7 @@ impl Drop for CudaVirtual {
 
 #[cfg(test)]
 mod tests {
-    use vrampool::{Cap, DynamicConfig, DynamicPool, Error, MIB, Pool};
+    use vrampool::{Cap, DynamicConfig, DynamicPool, Error, MIB, Pool, StreamId};
 
     use super::*;
     use crate::error::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY};
