@@ -15,8 +15,8 @@ use crate::stream::StreamId;
 /// One of the three strategies, chosen at run time ([`crate::PoolSpec::build_any`]).
 ///
 /// It is a [`Pool`] like `Arc<dyn Pool>`, but its calls go to the strategy through a `match`, which the
-/// compiler can inline into the caller. vrampool's C ABI holds its pools so: a churn step through it costs
-/// 6 to 15% fewer instructions than through `Arc<dyn Pool>` (docs/BENCHMARKS.md).
+/// compiler can inline into the caller. vrampool's C ABI holds its pools so, for the instructions that saves
+/// on every call (docs/BENCHMARKS.md).
 #[derive(Debug)]
 #[allow(
     clippy::large_enum_variant,

@@ -6,9 +6,8 @@
 //! and free touches, and its free tag and stack link, which only a free stack's push and pop touch. An
 //! allocation or a free through a thread's hot list (most of them) thus touches one line of records, in a
 //! table half the size of one of whole 32-byte records: where the tables have gone cold between calls (a
-//! program that does other work in between), a free fetches that line from memory less often. With the
-//! nearer caches emptied before each round of 2,000 churn operations through the C ABI, the fixed pool ran
-//! 26% faster and the hybrid 7% (docs/BENCHMARKS.md). A free or allocation through a stack touches both.
+//! program that does other work in between), a free fetches that line from memory less often
+//! (docs/BENCHMARKS.md). A free or allocation through a stack touches both.
 
 use crate::sync::{AtomicU64, Ordering};
 

@@ -45,10 +45,9 @@ const NIL: u32 = u32::MAX;
 /// A block of the allocator, with its address neighbours in the same region (whether it is free or used is
 /// in [`RangeAllocator`]'s bitmap).
 ///
-/// One cache line each: a node of 56 bytes straddled two lines at most positions, and an allocation and a
-/// free touch several nodes at random (the block, its neighbours, their neighbours on the bins' lists).
-/// Aligned, the dynamic pool's churn through the C ABI takes 7.07 L1d misses per step instead of 8.12
-/// (callgrind, docs/BENCHMARKS.md).
+/// One cache line each: an allocation and a free touch several nodes at random (the block, its neighbours,
+/// their neighbours on the bins' lists), and a node of 56 bytes would straddle two lines at most positions
+/// (docs/BENCHMARKS.md has the cache misses this saves).
 #[derive(Clone, Debug)]
 #[repr(align(64))]
 struct Node<T> {

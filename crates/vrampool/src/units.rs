@@ -18,9 +18,9 @@ pub const DEFAULT_ALIGNMENT: u64 = 256;
 /// power of two (each spans at most `1/2^SUB_BITS` of its sizes). Used for the range allocator's free lists
 /// and the hybrid's class table.
 ///
-/// Without a branch: on random sizes the branch between the exact and the log-linear bins was mispredicted
-/// about once in three calls (callgrind's branch simulation of the churn through the C ABI). Counts below
-/// `2^SUB_BITS` take the shift of their power of two `SUB_BITS`, so both ranges share one formula.
+/// Without a branch: on random sizes a branch between the exact and the log-linear bins goes either way in
+/// no pattern a predictor learns (docs/BENCHMARKS.md). Counts below `2^SUB_BITS` take the shift of their
+/// power of two `SUB_BITS`, so both ranges share one formula.
 #[inline]
 pub(crate) fn log_linear_bin<const SUB_BITS: u32>(units: u64) -> usize {
     let shift = (63 - (units | 1).leading_zeros()).max(SUB_BITS) - SUB_BITS;
@@ -63,7 +63,7 @@ mod tests {
         assert_eq!(round_up_to(u64::MAX, 2), None);
     }
 
-    /// The bin as first written, with a branch between the exact and the log-linear bins.
+    /// The bin with a branch between the exact and the log-linear bins: what the branch-free form computes.
     fn log_linear_bin_reference<const SUB_BITS: u32>(units: u64) -> usize {
         if units < 1 << SUB_BITS {
             return units as usize;

@@ -2,12 +2,12 @@
 //! font or image from anywhere else).
 //!
 //! The charts are SVG written here rather than drawn with `plotters`. `plotters`' SVG backend would do
-//! (tried: its text needs no system font and is escaped, and 8 series of 1000 points came to 89 KB, about
-//! what the same points take here), but the page needs hand-written SVG for the decision diagrams anyway,
+//! (its text needs no system font and is escaped), but the page needs hand-written SVG for the decision
+//! diagrams anyway,
 //! and written directly every element carries a class of the page's one stylesheet (one colour per
 //! allocator, shared by the table, the charts and the diagrams, and the page's font) instead of an inline
 //! style, histogram bars and class marks carry hover titles, and the pictures scale with the page through
-//! their `viewBox`. The page for the three bundled traces is about 250 KB.
+//! their `viewBox`.
 
 mod byte_units;
 mod comparison_table;

@@ -3,8 +3,8 @@
 //! For one pattern, every method's allocator is made and warmed up first; then their timed rounds
 //! alternate, one round of each method in turn, until each has spent its budget. A method's figure and the
 //! figures it is compared with are thus taken over the same stretch of time: on a shared host whose speed
-//! drifts by a quarter within a minute, cells timed one after the other compared the drift as much as the
-//! methods.
+//! drifts, cells timed one after the other would compare the drift as much as the methods
+//! (docs/BENCHMARKS.md).
 
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ pub struct BenchConfig {
     /// The seed of the churn pattern's sizes and choices. Default: 42.
     pub seed: u64,
     /// Whether the methods' rounds of one pattern take turns (the default); `false` times each cell to the
-    /// end before the next starts, as the bench did before, for comparing the two ways on one host.
+    /// end before the next starts, for comparing the two ways on one host.
     pub take_turns: bool,
 }
 

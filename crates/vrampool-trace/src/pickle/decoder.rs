@@ -1,15 +1,13 @@
 //! A data-only, streaming pickle decoder for PyTorch memory snapshots.
 //!
 //! Why it is written this way: a snapshot of a serving workload holds a million trace-entry dicts (the
-//! gpt_serve trace: 980,456 entries, 50 MB of pickle). A generic decoder that builds a value tree of every
-//! dict, list and string was measured at about 5 s on it, and CPython's own `pickle.loads` at 0.6 s. This
-//! decoder runs the pickle machine over compact `Copy` values instead: strings become symbols of the few
+//! gpt_serve trace: 980,456 entries, 50 MB of pickle), and a generic decoder that builds a value tree of
+//! every dict, list and string spends most of its time building what a reader drops. This decoder runs
+//! the pickle machine over compact `Copy` values instead: strings become symbols of the few
 //! words a snapshot reader needs, each dict keeps only the keys of a trace entry (action, addr, size, stream,
 //! time_us) and `device_traces` in a fixed record, and the values of all other keys are dropped as soon as
 //! they are set. Nothing is allocated per string or per dict item, and a list of stack frames costs a
-//! counter. Measured on this repository's 2-core development machine (release build,
-//! `cargo run -p vrampool-trace --release --example decode_speed`, median of 7 runs): gpt_serve decodes
-//! into events in 0.17 s; `read_trace` takes 0.21 s with the file read and gunzip (0.05 s).
+//! counter. `cargo run -p vrampool-trace --release --example decode_speed` times it (docs/BENCHMARKS.md).
 //!
 //! It decodes data only: the opcodes that import or call anything (GLOBAL, STACK_GLOBAL, REDUCE, INST, OBJ,
 //! NEWOBJ, NEWOBJ_EX, BUILD, EXT1/2/4, PERSID, BINPERSID) are refused with an error naming the opcode and its

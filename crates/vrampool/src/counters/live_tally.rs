@@ -2,8 +2,9 @@
 //!
 //! Every allocation and free of the dynamic pool holds its lock, so these are written by one thread at a
 //! time: a plain load and store each, in one cache line, with no thread slot to look up (the per-slot
-//! counters of [`StatsCounters`](super::StatsCounters) serve the paths that take no lock; here their thread-local read
-//! and their slot's line were a second set of counts on every request the hybrid sends to its region).
+//! counters of [`StatsCounters`](super::StatsCounters) serve the paths that take no lock; here their
+//! thread-local read and their slot's line would be a second set of counts on every request the hybrid
+//! sends to its region).
 //! Read at any time without the lock, a reading may be one operation behind.
 
 use std::sync::atomic::{AtomicU64, Ordering};

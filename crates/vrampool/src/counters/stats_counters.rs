@@ -6,8 +6,8 @@
 //! added to the pool-wide sum. It adds them when they reach [`FLUSH_BYTES`] either way, except right after
 //! an allocation larger than that, which may stay pending up to twice its size: the pool-wide sum is
 //! written about once per 16 MiB allocated or freed, and a pair of one large size (64 MiB allocated, then
-//! freed) never writes it (with a bound of 16 MiB alone, each such allocation and free was an atomic
-//! read-modify-write on the shared line: two of the five on a fixed pool's 64 MiB pair).
+//! freed) never writes it (with a fixed bound, each allocation and free larger than it would be an atomic
+//! read-modify-write on the shared line).
 //!
 //! - Allocated bytes now (the pool-wide sum plus every slot's pending bytes) are exact when read.
 //! - The peak: each slot keeps the highest its pending bytes reached since its last hand-over, in its own
@@ -17,9 +17,8 @@
 //!   high mark is added to the sum as it is when read, not as it was when the mark was set: the peak can
 //!   exceed the true one by at most one slot's high mark (below [`FLUSH_BYTES`], or twice that slot's
 //!   latest allocation if that is larger) per other thread, and fall short of it by at most the other
-//!   threads' pending bytes. (When frees too could stay pending up to twice their size, PyTorch's
-//!   ResNet-50 training, whose backward pass frees on another thread, reported a peak 3.5% above the one
-//!   every earlier run of it reported.)
+//!   threads' pending bytes. Only allocations may stay pending past [`FLUSH_BYTES`]: a free's bytes are
+//!   handed over at it, which keeps the peak read while another thread frees near the true one.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -86,9 +85,9 @@ impl StatsCounters {
             return self.hand_over(counts, pending);
         }
         counts.pending.store(pending, Ordering::Relaxed);
-        // Stored whether or not it rose, without a branch: the slot's line is written either way, and on the
-        // churn of the latency benches the pending bytes reach a new high on 13% of the allocations, in no
-        // pattern a branch predictor learns (the outcome changes on 11.5% of them).
+        // Stored whether or not it rose, without a branch: the slot's line is written either way, and whether
+        // a churn's pending bytes reach a new high follows no pattern a branch predictor learns
+        // (docs/BENCHMARKS.md).
         let high = counts.high.load(Ordering::Relaxed);
         counts.high.store(high.max(pending), Ordering::Relaxed);
     }

@@ -30,7 +30,7 @@ pub const SEGMENT_UNIT: u64 = 2 * MIB;
 
 /// A live allocation: its block in the range allocator, its stream, and how far the bytes asked for fall
 /// short of the block (under 256: blocks are requests rounded up to 256 bytes). Eight bytes, so that an
-/// entry of the live map takes 16 and never straddles two cache lines (with the size itself, 24 did).
+/// entry of the live map takes 16 and never straddles two cache lines.
 #[derive(Clone, Copy, Debug)]
 struct LiveBlock {
     node: NodeId,
@@ -53,9 +53,8 @@ struct DynamicState {
     live: FxHashMap<u64, LiveBlock>,
     /// The blocks carved for the cache in front of the pool ([`DynamicPool::allocate_for_cache`]), by
     /// address, freed only when the cache gives them back. Kept apart from `live`, which every request's
-    /// allocation and free probes: with the hybrid's class blocks in it, `live` held a thousand entries
-    /// where the churn has about seventy live requests, and its probes fetched a line from memory on most
-    /// region requests once the pool's tables had gone cold.
+    /// allocation and free probes: a cache's blocks can outnumber the live requests many times, and every
+    /// probe of a larger map is likelier to fetch a line from memory where the pool's tables have gone cold.
     carved: FxHashMap<u64, LiveBlock>,
     space: Space,
     /// Bytes a growth ahead of need is getting from the device right now, outside the lock.

@@ -163,8 +163,7 @@ impl FixedPool {
     /// The common allocation: a block from the calling thread's own list of blocks it freed last, freed on
     /// the same stream. `None`, with nothing changed, for anything else. Kept apart from
     /// [`FixedPool::allocate_any`] so that the common case checks the request with a few comparisons and
-    /// touches nothing else (with [`FixedPool::free_hot`], 273 instructions per 4 KiB pair instead of 302;
-    /// 264 with the counters always inlined).
+    /// touches nothing else (docs/BENCHMARKS.md has what that saves with [`FixedPool::free_hot`]).
     #[inline(always)]
     fn allocate_hot(&self, size: u64, alignment: u64, stream: StreamId) -> Option<u64> {
         // Block sizes are multiples of 256, so `size` fits a block when its 256-byte span does; and a

@@ -12,14 +12,14 @@
 //! hash (a fingerprint) as the classes' number and largest capacity leave free. The address itself is not
 //! in the cell: it is in the block's record ([`BlockAddrs`]), which the free reads next anyway, so a probe
 //! compares fingerprints and confirms a match against the record (a fingerprint shared by two addresses
-//! costs one more look at a record, never a wrong answer). The table is a quarter of the size it was
-//! with 16-byte cells of the whole address and value, and half that of 8-byte cells of a 32-bit key:
+//! costs one more look at a record, never a wrong answer). The table is a quarter of the size of one of
+//! 16-byte cells of the whole address and value, and half that of one of 8-byte cells of a 32-bit key:
 //! where the pool's tables have gone cold between two calls (a program that does other work in between),
 //! a free's probe fetches a line from memory on fewer frees (docs/BENCHMARKS.md).
 //!
-//! Written here rather than taken from a crate (dashmap was used before): dashmap's shard read lock is two
-//! atomic read-modify-writes per free, this map's read none (docs/BENCHMARKS.md has the hybrid's pairs
-//! before and after).
+//! Written here rather than taken from a crate: a sharded map's read lock (dashmap's) is two atomic
+//! read-modify-writes per free, this map's read none (docs/BENCHMARKS.md has the hybrid's pairs with
+//! either).
 //! Entries the table cannot hold spill into a mutex-guarded map that a lookup reads only when it is not
 //! empty: capacity beyond [`MAX_SLOTS`] (only from classes configured with millions of blocks), or a class
 //! or index past what the cells were laid out for.

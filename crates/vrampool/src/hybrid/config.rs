@@ -43,18 +43,14 @@ pub struct HybridConfig {
     pub warmup_requests: u64,
     /// The share of requests the learned classes must cover, in (0, 1]. Default: 0.9.
     pub coverage: f64,
-    /// The most a block may exceed its request (rounded to 256 bytes), as a fraction. Default: 0.1. On the
-    /// bundled traces the hybrid reserves as much as with 0.03 or less (gpt_serve 554 MiB, gpt_train_varlen
-    /// 39,156 against 39,158, resnet_train_fixed 5,684); on sizes spread log-uniformly over 256 B to 8 MiB
-    /// the classes serve more of the requests (without cached blocks for the sizes no class serves: the
-    /// region 12,318 of 68,000 instead of 15,195), and through PyTorch's entry points on the H200 that churn
-    /// ran about a third faster. 0.125 reserves 10 to 24 MiB more on resnet_train_fixed and gpt_serve.
+    /// The most a block may exceed its request (rounded to 256 bytes), as a fraction. Default: 0.1: on the
+    /// bundled traces the hybrid reserves about as much as with a tighter bound, and on sizes spread
+    /// log-uniformly its classes serve more of the requests, so fewer go to the region (docs/BENCHMARKS.md).
     pub max_rounding_waste: f64,
     /// Bytes a block may always exceed its request by, where that is more than
     /// [`HybridConfig::max_rounding_waste`] allows: small requests share few classes, at a cost of at most
-    /// this much per small block. Default: 16 KiB. On the bundled traces it reserves as much or less on
-    /// resnet_train_fixed and gpt_serve (566 to 554 MiB) and 0.5% more on gpt_train_varlen; on sizes
-    /// spread log-uniformly over 256 B to 8 MiB the classes serve 78% of requests instead of 62%.
+    /// this much per small block. Default: 16 KiB: on sizes spread log-uniformly the classes serve many
+    /// more of the requests, for about as much memory on the bundled traces (docs/BENCHMARKS.md).
     #[serde(default = "default_waste_floor")]
     pub waste_floor: u64,
     /// The most a cached block may exceed a request that no class serves within
@@ -62,25 +58,16 @@ pub struct HybridConfig {
     /// in the next larger class, if that class's blocks exceed it by at most this much (or by
     /// [`HybridConfig::waste_floor`]), rather than go to the region; no block is carved for it. At most
     /// `max_rounding_waste`: off. Default: 0.5. The block is idle memory the pool holds already, where the
-    /// region would place the request anew and perhaps grow: on the bundled traces the hybrid reserves as
-    /// much or less than without it (gpt_train_varlen 38,986 MiB against 39,156, gpt_serve 550 against
-    /// 554, resnet_train_fixed 5,684 as before), and on sizes spread log-uniformly over 256 B to 8 MiB the
-    /// region serves 7,076 of 68,000 requests instead of 12,318.
+    /// region would place the request anew and perhaps grow: the hybrid reserves as much or less with it,
+    /// and sends fewer requests to the region (docs/BENCHMARKS.md).
     #[serde(default = "default_cached_waste")]
     pub max_cached_waste: f64,
     /// The largest block a learned class may have; larger requests go to the region, which packs them
-    /// tightly. Default: 4 MiB. With 6 MiB a churn of log-uniform sizes from 256 B to 8 MiB through
-    /// PyTorch's entry points sends 5.7% of its requests to the region instead of 9.0% and ran 11.3 times
-    /// faster than PyTorch's caching allocator against 10.8 (median of six runs each, in turn, on an H100),
-    /// but GPT-2 generation reserved 576 MiB at the peak against 512 with 4 MiB and expandable segments' 556
-    /// (the simulation, 560 with either, does not see it); 7 and 8 MiB reserve more on resnet_train_fixed
-    /// (5,744 MiB against 5,696 with 16 MiB pages): docs/BENCHMARKS.md.
+    /// tightly. Default: 4 MiB: larger classes send fewer requests of a churn of spread sizes to the region,
+    /// but reserved more at the peak on GPT-2 generation and on resnet_train_fixed (docs/BENCHMARKS.md).
     pub max_class_size: u64,
     /// The most classes learned, 1 to [`MAX_CLASSES`] (255). Default: 128. On the bundled traces the
-    /// coverage bound stops the learner first. On sizes spread log-uniformly over 256 B to 8 MiB and learned
-    /// from 1024 of them, the classes serve 78% of later requests (62% without the waste floor; allowing 256
-    /// classes, before the bound of 255, raised that to 71% but held more blocks in classes, and did not
-    /// make such a churn faster: docs/BENCHMARKS.md).
+    /// coverage bound stops the learner first (docs/BENCHMARKS.md has what it does on spread sizes).
     pub max_classes: usize,
     /// A class's capacity per block of the class seen live at once during warm-up, at least 1.0.
     /// Default: 2.0 (capacity costs no memory: blocks are carved when needed, and free ones are given back
@@ -95,28 +82,17 @@ pub struct HybridConfig {
     /// Whether the classes give every free block they hold back to the region before it grows (true), or
     /// only when the region's cap or the device refuses a growth, or on [`crate::Pool::trim`] (false).
     /// Default: false. Given back, the blocks hold no memory the region needs, but each class then carves
-    /// its blocks again, one region allocation each, as its requests come: on a churn of log-uniform sizes
-    /// from 256 B to 8 MiB through PyTorch's entry points, with 16 MiB pages as on the GPU, a step took 697
-    /// instructions and 3.04 L1 data misses with true against 627 and 2.21 with false, for 1,312 MiB
-    /// reserved at the peak instead of 1,248; on the bundled traces with 16 MiB pages false reserves less
-    /// on resnet_train_fixed (5,696 MiB against 5,712) and 0.3% more on gpt_train_varlen (39,760 MiB
-    /// against 39,648), and as much on gpt_serve (docs/BENCHMARKS.md).
+    /// its blocks again, one region allocation each, as its requests come, which costs a churn more
+    /// instructions and cache misses per step; which way reserves less depends on the workload
+    /// (docs/BENCHMARKS.md).
     #[serde(default)]
     pub drain_before_growth: bool,
     /// The dynamic region. Default: [`DynamicConfig::default`] with a growth factor of 1.01: on virtual
     /// memory the region moves idle pages to where they are needed, so growing by little more than the
-    /// request keeps the most memory free (measured on the bundled traces with 16 MiB pages: a utilization
-    /// of 0.97 to 0.98, against 0.77 to 0.95 at 1.5). 1.01 rather than 1.02: on the bundled traces it
-    /// reserves 1.5% less on gpt_train_varlen and 6% less on gpt_serve, on an idle simulated GPU and on one
-    /// 5 ms behind alike, for about as many device calls. 1.05 grows less often on the allocating thread: on
-    /// the H200, with the classes' blocks given back before every growth (the default then), a churn of
-    /// log-uniform sizes through PyTorch's entry points ran 10.45 times faster than PyTorch's caching
-    /// allocator instead of 9.0, but ResNet-50 training reserved 5,920 MiB instead of 5,712, as the
-    /// simulation with 16 MiB pages predicts (docs/BENCHMARKS.md). And with [`DynamicConfig::wait_for_idle`]: on a
-    /// GPU that runs behind the program, where idle pages still in use cannot be aliased
-    /// ([`DynamicConfig::alias_in_use`]: several streams), the region waits for them rather than grow
-    /// around them, so it reserves what it would on an idle GPU (simulated 5 ms behind: gpt_train_varlen
-    /// 38,932 MiB with 44 waits, against 42,412 MiB without waiting).
+    /// request keeps the most memory free. And with [`DynamicConfig::wait_for_idle`]: on a GPU that runs
+    /// behind the program, where idle pages still in use cannot be aliased ([`DynamicConfig::alias_in_use`]:
+    /// several streams), the region waits for them rather than grow around them, so it reserves what it
+    /// would on an idle GPU. docs/BENCHMARKS.md has the figures for both.
     pub dynamic: DynamicConfig,
 }
 

@@ -23,8 +23,8 @@ pub(crate) const MAX_CHECK_INTERVAL: u32 = 64;
 
 /// Core operations per slot between two checks of the watermark, for a core of `total_blocks` blocks: a
 /// 32nd of them, so that a single thread's count is checked within 3% of the core's size, at least every
-/// operation and at most every [`MAX_CHECK_INTERVAL`]. (Every 8 operations, the interval before, cost the
-/// churn through the C ABI 12 more instructions per step than every 57, its interval there: 642 and 630.)
+/// operation and at most every [`MAX_CHECK_INTERVAL`]. A shorter interval costs every step instructions for
+/// checks that find nothing (docs/BENCHMARKS.md).
 pub(crate) fn check_interval(total_blocks: u64) -> u32 {
     (total_blocks / 32).clamp(1, u64::from(MAX_CHECK_INTERVAL)) as u32
 }

@@ -58,9 +58,8 @@ impl Retirement {
 }
 
 /// Blocks touching at least this many chunks have their chunks counted a word of the idle and mapped sets at
-/// a time; fewer, one chunk at a time (cheaper for them: on a churn of 256 B to 8 MiB, whose blocks touch one
-/// to five 2 MiB chunks, counting a word at a time took 13% more instructions in these two functions; on a
-/// pair of 64 MiB blocks, a third fewer in the whole pair).
+/// a time; fewer, one chunk at a time, which is cheaper for the few chunks most blocks touch
+/// (docs/BENCHMARKS.md).
 const WORD_PATH_CHUNKS: usize = 8;
 
 /// The epoch stamp of chunks mapped and never used: safe to move at any time.
