@@ -93,6 +93,130 @@ typedef enum {
  */
 typedef struct vrampool_pool vrampool_pool;
 
+/**
+ * A pool's counters, as `vrampool_pool_counters` and `vrampool_device_counters` write them.
+ *
+ * Allocated bytes are the sizes requested by live allocations (not rounded); reserved bytes are what the
+ * pool holds from the device (for virtual memory: the mapped physical pages). Peaks are the highest values
+ * since the pool was made.
+ */
+typedef struct {
+  /**
+   * Bytes requested by allocations not yet freed.
+   */
+  uint64_t allocated_bytes;
+  /**
+   * The highest `allocated_bytes` so far.
+   */
+  uint64_t allocated_bytes_peak;
+  /**
+   * Bytes the pool holds from the device.
+   */
+  uint64_t reserved_bytes;
+  /**
+   * The highest `reserved_bytes` so far.
+   */
+  uint64_t reserved_bytes_peak;
+  /**
+   * Allocations not yet freed.
+   */
+  uint64_t active_allocations;
+  /**
+   * Allocations served so far.
+   */
+  uint64_t allocations;
+  /**
+   * Frees done so far (a held free counts once the pool has the block back).
+   */
+  uint64_t frees;
+  /**
+   * Allocations that failed (for lack of memory or a device error).
+   */
+  uint64_t failed_allocations;
+  /**
+   * Requests refused because they would pass the pool's cap or the device was full.
+   */
+  uint64_t ooms;
+  /**
+   * Times the pool asked the device for more memory.
+   */
+  uint64_t growths;
+  /**
+   * Bytes given back to the device so far.
+   */
+  uint64_t trimmed_bytes;
+  /**
+   * Allocations served outside the pool's main structure.
+   */
+  uint64_t fallbacks;
+  /**
+   * Frees held back now until work queued on other streams has run.
+   */
+  uint64_t held_frees;
+  /**
+   * Frees held back so far.
+   */
+  uint64_t held_frees_total;
+  /**
+   * Calls the pool made to the device's memory functions.
+   */
+  uint64_t backend_calls;
+} vrampool_counters;
+
+/**
+ * One stretch of memory a pool holds, as `vrampool_pool_visit` hands it over.
+ */
+typedef struct {
+  /**
+   * Its first address.
+   */
+  uint64_t addr;
+  /**
+   * Its size in bytes (for a virtual range: the address space reserved).
+   */
+  uint64_t size;
+  /**
+   * Bytes of device memory behind it (for a virtual range: the mapped pages).
+   */
+  uint64_t reserved_bytes;
+  /**
+   * 1 for a reserved virtual address range mapped where used, 0 for a plain segment.
+   */
+  int virtual_range;
+} vrampool_segment_info;
+
+/**
+ * Called once per segment, in address order.
+ */
+typedef void (*vrampool_segment_visitor)(void *context, const vrampool_segment_info *segment);
+
+/**
+ * One live allocation, as `vrampool_pool_visit` hands it over.
+ */
+typedef struct {
+  /**
+   * Its address.
+   */
+  uint64_t addr;
+  /**
+   * The bytes requested.
+   */
+  uint64_t size;
+  /**
+   * The bytes it takes in the pool (the request rounded up).
+   */
+  uint64_t block_size;
+  /**
+   * The stream it was allocated on.
+   */
+  uint64_t stream;
+} vrampool_block_info;
+
+/**
+ * Called once per live block, in address order, after every segment.
+ */
+typedef void (*vrampool_block_visitor)(void *context, const vrampool_block_info *block);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -186,6 +310,41 @@ int vrampool_pool_trim(vrampool_pool *pool, uint64_t *out_bytes);
 char *vrampool_pool_stats_json(vrampool_pool *pool);
 
 /**
+ * Notes that work queued on `stream` uses the live allocation at `addr` (besides the stream it was
+ * allocated on), as PyTorch's `record_stream` does: its free is then held back until the work queued on
+ * `stream` before the free has run (an event is recorded on `stream` at the free; the host never waits for
+ * it while memory lasts). 0 does nothing.
+ *
+ * # Safety
+ * On a CUDA device `stream` is 0 or a `CUstream` of the device's primary context that stays alive for as
+ * long as the pool; on the host and simulated devices any number is a stream label.
+ */
+int vrampool_pool_record_stream(vrampool_pool *pool, uint64_t addr, uint64_t stream);
+
+/**
+ * Writes the pool's counters to `*out` (the cheap stats call: no report, no string to free).
+ *
+ * # Safety
+ * `out` points to a writable `vrampool_counters`.
+ */
+int vrampool_pool_counters(vrampool_pool *pool, vrampool_counters *out);
+
+/**
+ * Hands the pool's detailed report to C one record at a time: `on_segment` is called for every segment
+ * (in address order), then `on_block` for every live block (in address order), each with `context`;
+ * either may be NULL. The records are valid during the call only. The pool may change meanwhile on other
+ * threads: the records are a snapshot taken before the first call.
+ *
+ * # Safety
+ * The visitors are NULL or functions that may be called with `context`, and that return normally (an
+ * exception or a longjmp out of them is undefined behaviour).
+ */
+int vrampool_pool_visit(vrampool_pool *pool,
+                        vrampool_segment_visitor on_segment,
+                        vrampool_block_visitor on_block,
+                        void *context);
+
+/**
  * PyTorch's allocation function: `size` bytes on CUDA device `device` for use on `stream` (PyTorch's
  * current stream). Returns the device pointer, or NULL on failure with the reason in
  * `vrampool_last_error()` (and, for the first few failures, on stderr). A `size` of 0 returns NULL
@@ -202,12 +361,54 @@ char *vrampool_pool_stats_json(vrampool_pool *pool);
 void *vrampool_torch_alloc(size_t size, int device, void *stream);
 
 /**
- * PyTorch's free function: frees `ptr`, which `vrampool_torch_alloc` returned for `device`. The pool
- * knows each block's size and stream, so `size` and `stream` are not needed. NULL is ignored; a pointer
- * the pool did not hand out (or freed already) is left alone, recorded in `vrampool_last_error()` and
- * written on stderr.
+ * PyTorch's free function: frees `ptr`, which `vrampool_torch_alloc` returned. The pool knows each
+ * block's size and stream, so `size` and `stream` are not needed. `device` is where to look first: a
+ * negative `device`, or a pointer the pool of `device` did not hand out, is looked for in every device's
+ * pool. NULL is ignored; a pointer no pool handed out (or freed already) is left alone, recorded in
+ * `vrampool_last_error()` and written on stderr (the first few times).
  */
 void vrampool_torch_free(void *ptr, size_t size, int device, void *stream);
+
+/**
+ * Notes that work queued on `stream` uses the live allocation at `ptr` of device `device` (PyTorch's
+ * `record_stream`): its free is held back until the work queued on `stream` before the free has run.
+ * NULL does nothing.
+ *
+ * # Safety
+ * `stream` is NULL (the legacy default stream) or a `cudaStream_t` of the device's primary context that
+ * stays alive for as long as the process.
+ */
+int vrampool_torch_record_stream(void *ptr, int device, void *stream);
+
+/**
+ * Writes the counters of device `device`'s pool to `*out` (the cheap stats call: no report, no string).
+ * `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+ *
+ * # Safety
+ * `out` points to a writable `vrampool_counters`.
+ */
+int vrampool_device_counters(int device, vrampool_counters *out);
+
+/**
+ * `vrampool_pool_visit` on device `device`'s pool: its segments, then its live blocks, one callback each.
+ * `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+ *
+ * # Safety
+ * As for `vrampool_pool_visit`.
+ */
+int vrampool_device_visit(int device,
+                          vrampool_segment_visitor on_segment,
+                          vrampool_block_visitor on_block,
+                          void *context);
+
+/**
+ * Makes a private pool on device `device`, for memory that must stay apart from the device's pool (a CUDA
+ * graph's, a `torch.cuda.MemPool`'s): a dynamic pool on the device and page size of `VRAMPOOL_CONF`, with
+ * its cap, that grows from one page in plain segments (no virtual-memory remapping, so nothing it does
+ * records or waits for events while it serves one stream, as a graph capture needs). Use it with the
+ * `vrampool_pool_*` functions; destroy it with `vrampool_pool_destroy`. NULL on failure.
+ */
+vrampool_pool *vrampool_device_private_pool_create(int device);
 
 /**
  * The counters and detailed report of device `device`'s pool as one JSON object (as

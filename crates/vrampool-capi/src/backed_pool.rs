@@ -5,16 +5,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde_json::json;
-use vrampool::{AnyPool, BackendKind, Pool, PoolSpec, StreamId};
+use vrampool::{AnyPool, BackendKind, Pool, PoolReport, PoolSpec, StreamId, StreamUses};
 
 use crate::device_backend::open_device;
 use crate::error::CapiError;
 use crate::known_streams::KnownStreams;
+use crate::pool_counters::Counters;
 
 /// A pool of the C ABI: the pool, its config string, and what the C functions keep beside it.
 pub(crate) struct BackedPool {
-    /// The pool, called without a vtable: the entry points' allocations and frees inline the strategy's.
-    pool: AnyPool,
+    /// The pool, called without a vtable: the entry points' allocations and frees inline the strategy's;
+    /// frees of blocks used on other streams are held back until that work has run.
+    pool: StreamUses<AnyPool>,
     /// The config string the pool was made from, with every key that differs from its default.
     config: String,
     /// The streams registered with the device, for CUDA devices.
@@ -32,7 +34,7 @@ impl BackedPool {
         let pool = spec.build_any(device.backend)?;
         let config = PoolSpec { backend: Some(kind), ..spec.clone() }.to_string();
         Ok(BackedPool {
-            pool,
+            pool: StreamUses::new(pool),
             config,
             streams: device.cuda.map(KnownStreams::new),
             failed_allocations: AtomicU64::new(0),
@@ -43,7 +45,7 @@ impl BackedPool {
     /// The pool.
     #[cfg(test)]
     pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
+        self.pool.inner()
     }
 
     /// Allocates `size` bytes aligned to `alignment` for use on `stream`; returns the address.
@@ -68,10 +70,34 @@ impl BackedPool {
         }
     }
 
-    /// Frees the allocation that starts at `addr`.
+    /// Frees the allocation that starts at `addr`; where other streams were noted for it
+    /// ([`BackedPool::record_stream`]), the pool gets it back once their queued work has run.
     #[inline]
     pub(crate) fn free(&self, addr: u64) -> Result<(), CapiError> {
         Ok(self.pool.free(addr)?)
+    }
+
+    /// Notes that work queued on `stream` uses the live block at `addr`.
+    ///
+    /// # Safety
+    /// As for [`BackedPool::allocate`]: on a CUDA device, `stream` is 0 or a `CUstream` of the device's
+    /// primary context that stays alive for as long as the pool.
+    pub(crate) unsafe fn record_stream(&self, addr: u64, stream: u64) {
+        if let Some(streams) = &self.streams {
+            // SAFETY: the caller's contract is the one `ensure` asks for.
+            unsafe { streams.ensure(stream) };
+        }
+        self.pool.record_stream(addr, StreamId(stream));
+    }
+
+    /// Every segment and live block of the pool.
+    pub(crate) fn report(&self) -> PoolReport {
+        self.pool.report()
+    }
+
+    /// The pool's counters, without its detailed report.
+    pub(crate) fn counters(&self) -> Counters {
+        Counters::new(&self.pool.stats(), self.pool.counters(), self.failed_allocations.load(Ordering::Relaxed))
     }
 
     /// Gives wholly free memory back to the device; returns the bytes given back.
@@ -95,6 +121,7 @@ impl BackedPool {
             "failed_allocations": self.failed_allocations.load(Ordering::Relaxed),
             "last_failure": self.last_failure.lock().clone(),
             "streams_registered": self.streams.as_ref().map_or(0, KnownStreams::len),
+            "held_frees": self.pool.counters().held_now,
             "report": self.pool.report(),
         });
         value.to_string()

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use vrampool::{BackendKind, PoolSpec};
+use vrampool::{BackendKind, DynamicConfig, MIB, PoolSpec, Strategy, VirtualMemory};
 
 use crate::backed_pool::BackedPool;
 use crate::error::CapiError;
@@ -24,6 +24,32 @@ pub const CONFIG_VARIABLE: &str = "VRAMPOOL_CONF";
 
 /// The device where `VRAMPOOL_CONF` names no `backend`: CUDA virtual memory of the device's ordinal.
 pub const DEFAULT_DEVICE_BACKEND: BackendKind = BackendKind::CudaVirtual;
+
+/// Where a private pool starts ([`private_spec`]): one 2 MiB unit, what `cuMemAlloc` hands out at
+/// least; it grows by the device config's growth factor.
+pub const PRIVATE_INITIAL_SIZE: u64 = 2 * MIB;
+
+/// The config of a private pool beside device pools of `spec`: the dynamic pool on the same device and
+/// page size, with the same cap and growth factor, starting from [`PRIVATE_INITIAL_SIZE`] in plain segments.
+/// Segments, because a pool on virtual memory moves idle pages and so records and waits for events even on
+/// one stream, which a CUDA graph capture forbids.
+pub(crate) fn private_spec(spec: &PoolSpec) -> PoolSpec {
+    let device = if spec.strategy == Strategy::Hybrid { &spec.hybrid.dynamic } else { &spec.dynamic };
+    let dynamic = DynamicConfig {
+        initial_size: PRIVATE_INITIAL_SIZE,
+        growth_factor: device.growth_factor,
+        cap: device.cap,
+        virtual_memory: VirtualMemory::Off,
+        ..DynamicConfig::default()
+    };
+    PoolSpec {
+        strategy: Strategy::Dynamic,
+        backend: spec.backend,
+        page_size: spec.page_size,
+        dynamic,
+        ..PoolSpec::default()
+    }
+}
 
 /// One device's pool, once made.
 #[derive(Default)]
@@ -206,6 +232,18 @@ impl DevicePools {
         }
     }
 
+    /// A private pool on device `ordinal` ([`private_spec`] of the device pools' config).
+    pub(crate) fn make_private(&self, ordinal: usize) -> Result<BackedPool, CapiError> {
+        let spec = match &self.config().spec {
+            Ok(spec) => private_spec(spec),
+            Err(err) => {
+                self.report_config(err);
+                return Err(err.clone());
+            }
+        };
+        BackedPool::build(&spec, DEFAULT_DEVICE_BACKEND, ordinal)
+    }
+
     /// Reports a config error on stderr, the first time only.
     fn report_config(&self, err: &CapiError) {
         if !self.config_reported.swap(true, Ordering::Relaxed) {
@@ -281,6 +319,20 @@ mod tests {
             assert!(err.to_string().starts_with("VRAMPOOL_CONF=`"), "{err}");
             assert!(err.to_string().contains("initial_size"), "{err}");
         }
+    }
+
+    #[test]
+    fn private_pools_are_dynamic_on_segments_with_the_device_cap() {
+        let pools = DevicePools::new(Some("backend=host,strategy=hybrid,cap=2GiB,growth_factor=1.2".into()));
+        let private = pools.make_private(0).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&private.to_json(None)).unwrap();
+        assert_eq!(json["strategy"], "dynamic");
+        let config = json["config"].as_str().unwrap();
+        for key in ["backend=host", "initial_size=2MiB", "cap=2GiB", "growth_factor=1.2", "virtual_memory=off"] {
+            assert!(config.contains(key), "{key} in {config}");
+        }
+        let bad = DevicePools::new(Some("backend=host,colour=blue".into()));
+        assert_eq!(bad.make_private(0).err().unwrap().status(), Status::BadConfig);
     }
 
     #[test]

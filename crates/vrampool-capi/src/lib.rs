@@ -44,22 +44,28 @@ mod handle_table;
 mod known_streams;
 mod last_error;
 mod pool_api;
+mod pool_counters;
+mod report_visit;
 mod status;
 mod torch_api;
 
 pub use c_string::vrampool_string_free;
 pub use device_backend::HOST_CAPACITY;
-pub use device_pools::{CONFIG_VARIABLE, DEFAULT_DEVICE_BACKEND, MAX_DEVICES};
+pub use device_pools::{CONFIG_VARIABLE, DEFAULT_DEVICE_BACKEND, MAX_DEVICES, PRIVATE_INITIAL_SIZE};
 pub use error::CapiError;
 pub use last_error::{vrampool_last_error, vrampool_last_error_code};
 pub use pool_api::{
-    DEFAULT_BACKEND, PoolHandle, vrampool_pool_alloc, vrampool_pool_create, vrampool_pool_create_on_device,
-    vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_stats_json, vrampool_pool_trim,
+    DEFAULT_BACKEND, PoolHandle, vrampool_pool_alloc, vrampool_pool_counters, vrampool_pool_create,
+    vrampool_pool_create_on_device, vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_record_stream,
+    vrampool_pool_stats_json, vrampool_pool_trim, vrampool_pool_visit,
 };
+pub use pool_counters::Counters;
+pub use report_visit::{BlockInfo, BlockVisitor, SegmentInfo, SegmentVisitor};
 pub use status::Status;
 pub use torch_api::{
-    TORCH_ALIGNMENT, vrampool_device_pool_exists, vrampool_device_trim, vrampool_device_trim_all, vrampool_stats_json,
-    vrampool_torch_alloc, vrampool_torch_free,
+    TORCH_ALIGNMENT, vrampool_device_counters, vrampool_device_pool_exists, vrampool_device_private_pool_create,
+    vrampool_device_trim, vrampool_device_trim_all, vrampool_device_visit, vrampool_stats_json, vrampool_torch_alloc,
+    vrampool_torch_free, vrampool_torch_record_stream,
 };
 
 /// Strings handed to C and not yet freed with [`vrampool_string_free`] (for leak checks).

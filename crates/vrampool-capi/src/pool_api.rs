@@ -1,7 +1,7 @@
 //! The C API for pools a program makes itself: create from a config string, allocate, free, trim,
 //! stats, destroy.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 
 use vrampool::{BackendKind, DEFAULT_ALIGNMENT, PoolSpec};
@@ -11,6 +11,8 @@ use crate::backed_pool::BackedPool;
 use crate::c_string::hand_out;
 use crate::error::CapiError;
 use crate::handle_table::HANDLES;
+use crate::pool_counters::Counters;
+use crate::report_visit::{BlockVisitor, SegmentVisitor, visit};
 
 /// A pool made with `vrampool_pool_create`: an opaque handle, valid until `vrampool_pool_destroy`.
 pub struct PoolHandle {
@@ -193,4 +195,79 @@ pub unsafe extern "C" fn vrampool_pool_trim(pool: *mut PoolHandle, out_bytes: *m
 pub extern "C" fn vrampool_pool_stats_json(pool: *mut PoolHandle) -> *mut c_char {
     const FUNCTION: &str = "vrampool_pool_stats_json";
     guarded(FUNCTION, || Ok(hand_out(lookup(FUNCTION, pool)?.to_json(None)))).unwrap_or(ptr::null_mut())
+}
+
+/// Notes that work queued on `stream` uses the live allocation at `addr` (besides the stream it was
+/// allocated on), as PyTorch's `record_stream` does: its free is then held back until the work queued on
+/// `stream` before the free has run (an event is recorded on `stream` at the free; the host never waits for
+/// it while memory lasts). 0 does nothing.
+///
+/// # Safety
+/// On a CUDA device `stream` is 0 or a `CUstream` of the device's primary context that stays alive for as
+/// long as the pool; on the host and simulated devices any number is a stream label.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_record_stream(pool: *mut PoolHandle, addr: u64, stream: u64) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_record_stream";
+    guarded_status(FUNCTION, || {
+        let pool = lookup(FUNCTION, pool)?;
+        if addr != 0 {
+            // SAFETY: the caller vouches for the stream as `record_stream` asks.
+            unsafe { pool.record_stream(addr, stream) };
+        }
+        Ok(())
+    })
+}
+
+/// Writes the pool's counters to `*out` (the cheap stats call: no report, no string to free).
+///
+/// # Safety
+/// `out` points to a writable `vrampool_counters`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_counters(pool: *mut PoolHandle, out: *mut Counters) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_counters";
+    guarded_status(FUNCTION, || {
+        let counters = lookup(FUNCTION, pool)?.counters();
+        // SAFETY: the caller vouches that `out` points to a writable struct; null is refused inside.
+        unsafe { write_counters(FUNCTION, out, counters) }
+    })
+}
+
+/// Writes `counters` to `out`.
+///
+/// # Safety
+/// `out` is NULL (refused) or points to a writable `vrampool_counters`.
+pub(crate) unsafe fn write_counters(
+    function: &'static str,
+    out: *mut Counters,
+    counters: Counters,
+) -> Result<(), CapiError> {
+    if out.is_null() {
+        return Err(CapiError::NullArgument { function, argument: "out" });
+    }
+    // SAFETY: not null, and the caller vouches that it points to a writable struct.
+    unsafe { out.write_unaligned(counters) };
+    Ok(())
+}
+
+/// Hands the pool's detailed report to C one record at a time: `on_segment` is called for every segment
+/// (in address order), then `on_block` for every live block (in address order), each with `context`;
+/// either may be NULL. The records are valid during the call only. The pool may change meanwhile on other
+/// threads: the records are a snapshot taken before the first call.
+///
+/// # Safety
+/// The visitors are NULL or functions that may be called with `context`, and that return normally (an
+/// exception or a longjmp out of them is undefined behaviour).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_visit(
+    pool: *mut PoolHandle,
+    on_segment: SegmentVisitor,
+    on_block: BlockVisitor,
+    context: *mut c_void,
+) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_visit";
+    guarded_status(FUNCTION, || {
+        let report = lookup(FUNCTION, pool)?.report();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { visit(&report, on_segment, on_block, context) }
+    })
 }

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use vrampool::DEFAULT_ALIGNMENT;
 
@@ -13,6 +13,11 @@ use crate::abi_boundary::{guarded, guarded_status};
 use crate::c_string::hand_out;
 use crate::device_pools::{DevicePools, report};
 use crate::error::CapiError;
+use crate::handle_table::HANDLES;
+use crate::pool_api::{PoolHandle, write_counters};
+use crate::pool_counters::Counters;
+use crate::report_visit::{BlockVisitor, SegmentVisitor, visit};
+use crate::status::Status;
 
 /// The per-device pools, configured by `VRAMPOOL_CONF` when first used.
 static DEVICE_POOLS: LazyLock<DevicePools> = LazyLock::new(DevicePools::from_env);
@@ -80,10 +85,11 @@ unsafe fn allocate(size: usize, device: c_int, stream: *mut c_void) -> Result<*m
     Ok(ptr::without_provenance_mut(addr as usize))
 }
 
-/// PyTorch's free function: frees `ptr`, which `vrampool_torch_alloc` returned for `device`. The pool
-/// knows each block's size and stream, so `size` and `stream` are not needed. NULL is ignored; a pointer
-/// the pool did not hand out (or freed already) is left alone, recorded in `vrampool_last_error()` and
-/// written on stderr.
+/// PyTorch's free function: frees `ptr`, which `vrampool_torch_alloc` returned. The pool knows each
+/// block's size and stream, so `size` and `stream` are not needed. `device` is where to look first: a
+/// negative `device`, or a pointer the pool of `device` did not hand out, is looked for in every device's
+/// pool. NULL is ignored; a pointer no pool handed out (or freed already) is left alone, recorded in
+/// `vrampool_last_error()` and written on stderr (the first few times).
 #[unsafe(no_mangle)]
 pub extern "C" fn vrampool_torch_free(ptr: *mut c_void, size: usize, device: c_int, stream: *mut c_void) {
     const FUNCTION: &str = "vrampool_torch_free";
@@ -92,11 +98,143 @@ pub extern "C" fn vrampool_torch_free(ptr: *mut c_void, size: usize, device: c_i
         if ptr.is_null() {
             return Ok(());
         }
-        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
-        DEVICE_POOLS.existing_or_why(FUNCTION, ordinal).and_then(|pool| pool.free(ptr.addr() as u64)).inspect_err(
-            |err| note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err),
-        )
+        free_anywhere(ptr.addr() as u64, device).inspect_err(|err| {
+            note_failure(&format!("free of {:#x} ({size} bytes) on device {device}", ptr.addr()), err)
+        })
     });
+}
+
+/// The device whose pool freed last: where a free that names no device looks first (on one GPU, always
+/// the right one).
+static LAST_FREED_ON: AtomicUsize = AtomicUsize::new(0);
+
+/// Frees `addr` in the pool of `device`, or (where `device` is negative) of the device that freed last; where
+/// that pool did not hand `addr` out, in whichever device's pool did.
+#[inline]
+fn free_anywhere(addr: u64, device: c_int) -> Result<(), CapiError> {
+    const FUNCTION: &str = "vrampool_torch_free";
+    let first =
+        if device < 0 { LAST_FREED_ON.load(Ordering::Relaxed) } else { DevicePools::ordinal(FUNCTION, device)? };
+    match DEVICE_POOLS.existing_or_why(FUNCTION, first).and_then(|pool| pool.free(addr)) {
+        Err(err) if not_this_pools(&err) => free_elsewhere(addr, first, err),
+        done => done,
+    }
+}
+
+/// Whether a failed free says only that the pool did not hand `addr` out (so another pool may have).
+fn not_this_pools(err: &CapiError) -> bool {
+    matches!(err.status(), Status::ForeignAddress | Status::NotLive | Status::NoPool)
+}
+
+/// How much a refusal of a free says: a double free, over an address outside the pool, over a device
+/// without a pool.
+fn telling(err: &CapiError) -> u8 {
+    match err.status() {
+        Status::NotLive => 2,
+        Status::ForeignAddress => 1,
+        _ => 0,
+    }
+}
+
+/// Frees `addr` in the first device pool other than `skip` that handed it out, and remembers that device
+/// for the next free that names none; where no pool did, the most [`telling`] of the refusals, starting from
+/// `first`.
+#[cold]
+fn free_elsewhere(addr: u64, skip: usize, first: CapiError) -> Result<(), CapiError> {
+    let mut best = first;
+    for (ordinal, pool) in DEVICE_POOLS.all() {
+        if ordinal == skip {
+            continue;
+        }
+        match pool.free(addr) {
+            Err(err) if not_this_pools(&err) => {
+                if telling(&err) > telling(&best) {
+                    best = err;
+                }
+            }
+            Ok(()) => {
+                LAST_FREED_ON.store(ordinal, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Err(best)
+}
+
+/// Notes that work queued on `stream` uses the live allocation at `ptr` of device `device` (PyTorch's
+/// `record_stream`): its free is held back until the work queued on `stream` before the free has run.
+/// NULL does nothing.
+///
+/// # Safety
+/// `stream` is NULL (the legacy default stream) or a `cudaStream_t` of the device's primary context that
+/// stays alive for as long as the process.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_torch_record_stream(ptr: *mut c_void, device: c_int, stream: *mut c_void) -> c_int {
+    const FUNCTION: &str = "vrampool_torch_record_stream";
+    guarded_status(FUNCTION, || {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        let pool = DEVICE_POOLS.existing_or_why(FUNCTION, ordinal)?;
+        // SAFETY: the caller vouches for the stream as `record_stream` asks.
+        unsafe { pool.record_stream(ptr.addr() as u64, stream.addr() as u64) };
+        Ok(())
+    })
+}
+
+/// Writes the counters of device `device`'s pool to `*out` (the cheap stats call: no report, no string).
+/// `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+///
+/// # Safety
+/// `out` points to a writable `vrampool_counters`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_device_counters(device: c_int, out: *mut Counters) -> c_int {
+    const FUNCTION: &str = "vrampool_device_counters";
+    guarded_status(FUNCTION, || {
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        let counters = DEVICE_POOLS.existing_or_why(FUNCTION, ordinal)?.counters();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { write_counters(FUNCTION, out, counters) }
+    })
+}
+
+/// `vrampool_pool_visit` on device `device`'s pool: its segments, then its live blocks, one callback each.
+/// `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+///
+/// # Safety
+/// As for `vrampool_pool_visit`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_device_visit(
+    device: c_int,
+    on_segment: SegmentVisitor,
+    on_block: BlockVisitor,
+    context: *mut c_void,
+) -> c_int {
+    const FUNCTION: &str = "vrampool_device_visit";
+    guarded_status(FUNCTION, || {
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        let report = DEVICE_POOLS.existing_or_why(FUNCTION, ordinal)?.report();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { visit(&report, on_segment, on_block, context) }
+    })
+}
+
+/// Makes a private pool on device `device`, for memory that must stay apart from the device's pool (a CUDA
+/// graph's, a `torch.cuda.MemPool`'s): a dynamic pool on the device and page size of `VRAMPOOL_CONF`, with
+/// its cap, that grows from one page in plain segments (no virtual-memory remapping, so nothing it does
+/// records or waits for events while it serves one stream, as a graph capture needs). Use it with the
+/// `vrampool_pool_*` functions; destroy it with `vrampool_pool_destroy`. NULL on failure.
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_device_private_pool_create(device: c_int) -> *mut PoolHandle {
+    const FUNCTION: &str = "vrampool_device_private_pool_create";
+    guarded(FUNCTION, || {
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        let pool = DEVICE_POOLS.make_private(ordinal)?;
+        Ok(ptr::without_provenance_mut(HANDLES.insert(pool)))
+    })
+    .unwrap_or(ptr::null_mut())
 }
 
 /// The counters and detailed report of device `device`'s pool as one JSON object (as

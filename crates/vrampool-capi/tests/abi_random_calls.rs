@@ -1,18 +1,20 @@
 //! Random config strings and random calls through the C functions, as a C caller may make them: every call
 //! answers with a status that says what happened, never a caught panic (`VRAMPOOL_STATUS_INTERNAL`), and
-//! the pool's JSON stays valid and its counts right.
+//! the pool's JSON, counters and report stay valid and their counts right (blocks used on another stream
+//! and freed count as live until the pool has them back).
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, c_void};
 
 use common::last_error;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use vrampool_c::{
-    PoolHandle, Status, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_create, vrampool_pool_destroy,
-    vrampool_pool_free, vrampool_pool_stats_json, vrampool_pool_trim, vrampool_string_free,
+    BlockInfo, Counters, PoolHandle, Status, vrampool_last_error_code, vrampool_pool_alloc, vrampool_pool_counters,
+    vrampool_pool_create, vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_record_stream,
+    vrampool_pool_stats_json, vrampool_pool_trim, vrampool_pool_visit, vrampool_string_free,
 };
 
 /// Items of config strings: good values of each strategy's keys, values the keys refuse, unknown keys.
@@ -50,8 +52,11 @@ enum Call {
     Free(Index),
     FreeAgain(Index),
     FreeForeign(u64),
+    RecordStream(Index, u64),
     Trim,
     Stats,
+    Counters,
+    Visit,
 }
 
 fn call() -> impl Strategy<Value = Call> {
@@ -67,8 +72,11 @@ fn call() -> impl Strategy<Value = Call> {
         5 => any::<Index>().prop_map(Call::Free),
         1 => any::<Index>().prop_map(Call::FreeAgain),
         1 => any::<u64>().prop_map(Call::FreeForeign),
+        2 => (any::<Index>(), 0u64..4).prop_map(|(i, stream)| Call::RecordStream(i, stream)),
         1 => Just(Call::Trim),
         1 => Just(Call::Stats),
+        1 => Just(Call::Counters),
+        1 => Just(Call::Visit),
     ]
 }
 
@@ -80,6 +88,21 @@ fn stats(pool: *mut PoolHandle) -> serde_json::Value {
     let json = unsafe { CStr::from_ptr(text) }.to_str().expect("UTF-8").to_owned();
     vrampool_string_free(text);
     serde_json::from_str(&json).unwrap_or_else(|e| panic!("stats JSON does not parse ({e}): {json}"))
+}
+
+/// The pool's counters.
+fn counters(pool: *mut PoolHandle) -> Counters {
+    let mut out = Counters::default();
+    // SAFETY: `out` is a writable struct.
+    let status = unsafe { vrampool_pool_counters(pool, &mut out) };
+    assert_eq!(status, Status::Ok.code(), "counters: {}", last_error());
+    out
+}
+
+/// Counts the blocks a visit hands over.
+unsafe extern "C" fn count_block(context: *mut c_void, _block: *const BlockInfo) {
+    // SAFETY: the context is the `u64` the caller passed, alive across the visit.
+    unsafe { *context.cast::<u64>() += 1 };
 }
 
 fn run(config: &str, calls: &[Call]) {
@@ -137,6 +160,27 @@ fn run(config: &str, calls: &[Call]) {
                 assert!(expected.iter().any(|s| s.code() == status), "free of {addr:#x}: {status}");
                 status
             }
+            Call::RecordStream(i, stream) if !live.is_empty() => {
+                let addr = *live.iter().nth(i.index(live.len())).unwrap();
+                // SAFETY: the simulated and host devices take any stream label.
+                let status = unsafe { vrampool_pool_record_stream(pool, addr, stream) };
+                assert_eq!(status, Status::Ok.code(), "record_stream: {}", last_error());
+                status
+            }
+            Call::Counters => {
+                let c = counters(pool);
+                assert_eq!(c.active_allocations - c.held_frees, live.len() as u64, "{c:?}");
+                assert!(c.reserved_bytes_peak >= c.reserved_bytes && c.allocated_bytes_peak >= c.allocated_bytes);
+                Status::Ok.code()
+            }
+            Call::Visit => {
+                let mut blocks = 0u64;
+                // SAFETY: `count_block` returns normally; `blocks` outlives the call.
+                let status = unsafe { vrampool_pool_visit(pool, None, Some(count_block), (&raw mut blocks).cast()) };
+                assert_eq!(status, Status::Ok.code(), "visit: {}", last_error());
+                assert_eq!(blocks - counters(pool).held_frees, live.len() as u64);
+                status
+            }
             Call::Trim => {
                 let mut bytes = 0;
                 // SAFETY: `bytes` is a writable u64.
@@ -146,7 +190,8 @@ fn run(config: &str, calls: &[Call]) {
             }
             Call::Stats => {
                 let json = stats(pool);
-                assert_eq!(json["stats"]["active_allocations"], live.len() as u64, "{json}");
+                let held = json["held_frees"].as_u64().unwrap();
+                assert_eq!(json["stats"]["active_allocations"].as_u64().unwrap() - held, live.len() as u64, "{json}");
                 Status::Ok.code()
             }
             _ => Status::Ok.code(),
@@ -156,6 +201,9 @@ fn run(config: &str, calls: &[Call]) {
     for addr in std::mem::take(&mut live) {
         assert_eq!(vrampool_pool_free(pool, addr), Status::Ok.code(), "{}", last_error());
     }
+    // A trim waits for the held frees, so everything is back in the pool.
+    // SAFETY: NULL asks for no byte count.
+    assert_eq!(unsafe { vrampool_pool_trim(pool, std::ptr::null_mut()) }, Status::Ok.code(), "{}", last_error());
     let json = stats(pool);
     assert_eq!(json["stats"]["allocated_bytes"]["current"], 0, "{json}");
     vrampool_pool_destroy(pool);

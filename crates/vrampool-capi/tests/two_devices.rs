@@ -1,5 +1,6 @@
 //! One process using two devices through the PyTorch entry points gets two independent pools: their stats
-//! never mix, and a pointer freed with the wrong device number is an error that changes neither pool.
+//! never mix, a pointer freed with another device's number goes back to the pool that handed it out (the
+//! number is where to look first), and a pointer neither handed out is an error that changes neither pool.
 //! (Host memory stands in for the GPUs: each device's pool is made from the same `VRAMPOOL_CONF`.)
 
 use std::ffi::{CStr, c_void};
@@ -43,16 +44,21 @@ fn two_devices_have_independent_pools() {
     assert_eq!(vrampool_device_pool_exists(2), 0);
     assert_eq!((allocated(0), allocated(1)), (MIB as u64, 2 * MIB as u64));
 
-    // Device 0's pointer freed as device 1's: an error, both pools unchanged.
-    vrampool_torch_free(a0, MIB, 1, std::ptr::null_mut());
+    // A pointer no pool handed out: an error naming it, both pools unchanged.
+    let foreign = a1.wrapping_byte_add(1 << 40);
+    vrampool_torch_free(foreign, MIB, 1, std::ptr::null_mut());
     assert_ne!(vrampool_last_error_code(), 0);
     // SAFETY: the message is a NUL-terminated string of this thread.
     let message = unsafe { CStr::from_ptr(vrampool_last_error()) }.to_string_lossy().into_owned();
-    assert!(message.contains(&format!("{:#x}", a0.addr())), "{message}");
+    assert!(message.contains(&format!("{:#x}", foreign.addr())), "{message}");
     assert_eq!((allocated(0), allocated(1)), (MIB as u64, 2 * MIB as u64));
 
-    // Freed with the right numbers, each pool empties on its own.
+    // Device 0's pointer freed as device 1's: device 0's pool takes it back, device 1's is unchanged.
+    vrampool_torch_free(a0, MIB, 1, std::ptr::null_mut());
+    assert_eq!(vrampool_last_error_code(), 0);
+    assert_eq!((allocated(0), allocated(1)), (0, 2 * MIB as u64));
     vrampool_torch_free(a0, MIB, 0, std::ptr::null_mut());
+    assert_ne!(vrampool_last_error_code(), 0, "a second free is refused");
     assert_eq!((allocated(0), allocated(1)), (0, 2 * MIB as u64));
     vrampool_torch_free(a1, 2 * MIB, 1, std::ptr::null_mut());
     assert_eq!((allocated(0), allocated(1)), (0, 0));

@@ -38,6 +38,25 @@ static int last_error_mentions(const char *text) {
     return strstr(vrampool_last_error(), text) != NULL;
 }
 
+/* What a visit of a pool's report saw. */
+struct tally {
+    int segments;
+    int blocks;
+    uint64_t first_block;
+};
+
+static void count_segment(void *context, const vrampool_segment_info *segment) {
+    struct tally *tally = context;
+    tally->segments += segment->size >= segment->reserved_bytes ? 1 : 1000;
+}
+
+static void count_block(void *context, const vrampool_block_info *block) {
+    struct tally *tally = context;
+    if (tally->blocks++ == 0) {
+        tally->first_block = block->addr;
+    }
+}
+
 static void pools_made_by_the_program(void) {
     /* Config strings: a good one makes a pool, a bad key or value names the key. */
     vrampool_pool *pool = vrampool_pool_create("strategy=hybrid,backend=host");
@@ -108,6 +127,30 @@ static void pools_made_by_the_program(void) {
         vrampool_string_free(json);
         CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_BAD_ARGUMENT, "a second free of it is refused");
     }
+
+    /* Counters and the report, one record at a time. */
+    vrampool_counters counters;
+    CHECK(vrampool_pool_counters(pool, &counters) == VRAMPOOL_STATUS_OK, "counters");
+    CHECK(counters.allocated_bytes == 1000 && counters.active_allocations == 1 && counters.allocations == 2 &&
+              counters.frees == 1 && counters.reserved_bytes >= 1000,
+          "1000 bytes in one block live after two allocations and a free");
+    struct tally tally = {0, 0, 0};
+    CHECK(vrampool_pool_visit(pool, count_segment, count_block, &tally) == VRAMPOOL_STATUS_OK, "visit");
+    CHECK(tally.segments >= 1 && tally.blocks == 1 && tally.first_block == b, "one segment or more, block b");
+    CHECK(vrampool_pool_visit(pool, NULL, NULL, NULL) == VRAMPOOL_STATUS_OK, "visit with no visitors");
+
+    /* A block used on another stream: its free is held until that stream's work has run (at once on host
+     * memory, which runs nothing), and a second free of it is refused. */
+    uint64_t shared = 0;
+    CHECK(vrampool_pool_alloc(pool, 2 * MIB, 0, 7, &shared) == VRAMPOOL_STATUS_OK, "a block on stream 7");
+    CHECK(vrampool_pool_record_stream(pool, shared, 8) == VRAMPOOL_STATUS_OK, "used on stream 8 too");
+    CHECK(vrampool_pool_record_stream(pool, 0, 8) == VRAMPOOL_STATUS_OK, "address 0 does nothing");
+    CHECK(vrampool_pool_free(pool, shared) == VRAMPOOL_STATUS_OK, "its free is held");
+    CHECK(vrampool_pool_counters(pool, &counters) == VRAMPOOL_STATUS_OK && counters.held_frees_total == 1,
+          "one held free");
+    CHECK(vrampool_pool_free(pool, shared) == VRAMPOOL_STATUS_NOT_LIVE || counters.held_frees == 0,
+          "a second free of a held block is refused");
+    CHECK(vrampool_pool_counters(NULL, &counters) == VRAMPOOL_STATUS_BAD_ARGUMENT, "counters of NULL");
 
     /* Trim. */
     CHECK(vrampool_pool_free(pool, b) == VRAMPOOL_STATUS_OK, "free the last block");
@@ -199,12 +242,48 @@ static void torch_entry_points(void) {
     CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_NOT_LIVE, "a double free is refused, not a crash");
     vrampool_torch_free((void *)(uintptr_t)0x10, 16, 0, NULL);
     CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_FOREIGN_ADDRESS, "a foreign pointer is refused");
-    vrampool_torch_free(q, 64, 1, NULL);
-    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_NO_POOL, "a free on a device without a pool");
+    vrampool_torch_free((void *)(uintptr_t)0x10, 16, 1, NULL);
+    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_FOREIGN_ADDRESS,
+          "a foreign pointer named on a device without a pool is refused");
     vrampool_torch_free(NULL, 0, 0, NULL);
     CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_OK, "freeing NULL does nothing");
-    vrampool_torch_free(q, 4096, 0, NULL);
-    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_OK, "free of the second one");
+    vrampool_torch_free(q, 4096, 1, NULL);
+    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_OK,
+          "a free that names another device finds the pool that handed the pointer out");
+    vrampool_torch_free(q, 4096, -1, NULL);
+    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_NOT_LIVE, "a double free through any device is refused");
+    q = vrampool_torch_alloc(4096, 0, NULL);
+    CHECK(q != NULL, "allocate again");
+    CHECK(vrampool_torch_record_stream(q, 0, (void *)(uintptr_t)9) == VRAMPOOL_STATUS_OK, "record a second stream");
+    vrampool_counters counters;
+    CHECK(vrampool_device_counters(0, &counters) == VRAMPOOL_STATUS_OK, "counters of device 0");
+    CHECK(counters.active_allocations == 1 && counters.allocated_bytes == 4096, "one block of 4 KiB live");
+    vrampool_torch_free(q, 4096, -1, NULL);
+    CHECK(vrampool_last_error_code() == VRAMPOOL_STATUS_OK, "free of a block used on another stream");
+    CHECK(vrampool_device_counters(0, &counters) == VRAMPOOL_STATUS_OK, "counters again");
+    CHECK(counters.held_frees_total == 1, "its free went through the held frees");
+    CHECK(vrampool_device_counters(0, NULL) == VRAMPOOL_STATUS_BAD_ARGUMENT, "a NULL out-pointer is refused");
+    CHECK(vrampool_device_counters(7, &counters) == VRAMPOOL_STATUS_NO_POOL, "no counters without a pool");
+
+    /* A private pool beside the device pool: dynamic, on the device config's backend. */
+    vrampool_pool *private_pool = vrampool_device_private_pool_create(0);
+    CHECK(private_pool != NULL, "a private pool on device 0");
+    uint64_t r = 0;
+    CHECK(vrampool_pool_alloc(private_pool, 3000, 0, 5, &r) == VRAMPOOL_STATUS_OK && r != 0, "allocates");
+    json = vrampool_pool_stats_json(private_pool);
+    CHECK(json != NULL && strstr(json, "\"strategy\":\"dynamic\"") != NULL, "a dynamic pool");
+    vrampool_string_free(json);
+    CHECK(vrampool_pool_free(private_pool, r) == VRAMPOOL_STATUS_OK, "frees");
+    vrampool_pool_destroy(private_pool);
+    CHECK(vrampool_device_private_pool_create(-3) == NULL && vrampool_last_error_code() == VRAMPOOL_STATUS_BAD_ARGUMENT,
+          "no private pool on device -3");
+    struct tally tally = {0, 0, 0};
+    CHECK(vrampool_device_counters(0, &counters) == VRAMPOOL_STATUS_OK, "counters of device 0");
+    CHECK(vrampool_device_visit(0, count_segment, count_block, &tally) == VRAMPOOL_STATUS_OK &&
+              (uint64_t)tally.blocks == counters.active_allocations && tally.segments >= 1,
+          "device 0's report lists its live blocks (%d against %" PRIu64 ")", tally.blocks,
+          counters.active_allocations);
+    CHECK(vrampool_device_visit(9, count_segment, count_block, &tally) == VRAMPOOL_STATUS_NO_POOL, "device 9 has none");
 
     enum { THREADS = 4 };
     pthread_t threads[THREADS];
