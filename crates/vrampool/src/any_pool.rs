@@ -66,6 +66,22 @@ impl Pool for AnyPool {
         }
     }
 
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
+        match self {
+            AnyPool::Fixed(pool) => pool.set_limit(bytes),
+            AnyPool::Dynamic(pool) => pool.set_limit(bytes),
+            AnyPool::Hybrid(pool) => pool.set_limit(bytes),
+        }
+    }
+
+    fn reset_peaks(&self) {
+        match self {
+            AnyPool::Fixed(pool) => pool.reset_peaks(),
+            AnyPool::Dynamic(pool) => pool.reset_peaks(),
+            AnyPool::Hybrid(pool) => pool.reset_peaks(),
+        }
+    }
+
     fn stats(&self) -> PoolStats {
         match self {
             AnyPool::Fixed(pool) => pool.stats(),

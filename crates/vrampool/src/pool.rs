@@ -50,6 +50,15 @@ pub trait Pool: Send + Sync {
 
     /// Gives wholly free memory back to the device; returns the bytes given back.
     fn trim(&self) -> Result<u64>;
+
+    /// Sets the most the pool may hold from the device from now on (PyTorch's per-process memory fraction):
+    /// `Some(bytes)` in place of the configured cap, `None` back to the configured cap. Memory held beyond a
+    /// lowered limit is kept, but the pool does not grow past it. Returns the limit in force: `bytes` clamped
+    /// to what the pool can hold (the device's memory, and a virtual range's size).
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64>;
+
+    /// Starts the peaks of allocated and reserved bytes again from their values now.
+    fn reset_peaks(&self);
 }
 
 /// Conveniences for every [`Pool`]: default alignment and stream, and buffers that free on drop.

@@ -259,6 +259,14 @@ impl<P: Pool> Pool for StreamUses<P> {
         self.pool.stats()
     }
 
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
+        self.pool.set_limit(bytes)
+    }
+
+    fn reset_peaks(&self) {
+        self.pool.reset_peaks();
+    }
+
     fn report(&self) -> PoolReport {
         self.pool.report()
     }

@@ -55,6 +55,12 @@ impl LiveTally {
         add(&c.allocated, bytes.wrapping_neg());
     }
 
+    /// Starts the peak again from the bytes live now. The caller holds the owner's lock.
+    pub(crate) fn reset_peak(&self) {
+        let c = &*self.counts;
+        c.allocated_peak.store(c.allocated.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
     /// Bytes live now.
     pub(crate) fn allocated(&self) -> u64 {
         self.counts.allocated.load(Ordering::Relaxed)

@@ -45,9 +45,14 @@ impl ReservedCounters {
         self.reserved.load(Ordering::Relaxed)
     }
 
-    /// The most bytes reserved at once.
+    /// The most bytes reserved at once (since the last [`ReservedCounters::reset_peak`]).
     pub(crate) fn reserved_peak(&self) -> u64 {
         self.reserved_peak.load(Ordering::Relaxed)
+    }
+
+    /// Starts the peak again from the bytes reserved now.
+    pub(crate) fn reset_peak(&self) {
+        self.reserved_peak.store(self.reserved(), Ordering::Relaxed);
     }
 
     /// Counts one backend call.

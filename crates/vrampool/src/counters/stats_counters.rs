@@ -130,6 +130,18 @@ impl StatsCounters {
         }
     }
 
+    /// Starts the peak again from the bytes live now: the pool-wide peak becomes the bytes live, and each
+    /// slot's high mark all slots' pending bytes, so that a reading (the sum plus the highest mark) gives the
+    /// bytes live until an allocation raises it. An operation running meanwhile on another thread may raise
+    /// the new peak by its own bytes, as a reading taken then would.
+    pub(crate) fn reset_peak(&self) {
+        let pending: i64 = self.slots.iter().map(|c| c.pending.load(Ordering::Relaxed)).sum();
+        for counts in self.slots.iter() {
+            counts.high.store(pending, Ordering::Relaxed);
+        }
+        self.allocated_peak.store(self.allocated(), Ordering::Relaxed);
+    }
+
     /// Bytes live now.
     pub(crate) fn allocated(&self) -> u64 {
         let pending: i64 = self.slots.iter().map(|c| c.pending.load(Ordering::Relaxed)).sum();

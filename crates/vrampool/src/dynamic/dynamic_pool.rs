@@ -121,7 +121,7 @@ impl DynamicPool {
         }
         let initial = round_up_to(config.initial_size, unit).unwrap_or(u64::MAX).min(cap / unit * unit);
         let policy = GrowthPolicy { initial_size: initial, factor: config.growth_factor, cap, unit };
-        let device = PoolDevice { backend, counters: ReservedCounters::default(), order, policy };
+        let device = PoolDevice::new(backend, ReservedCounters::default(), order, policy);
         let mut ranges = RangeAllocator::default();
         let space = Space::open(&device, &config, granularity, initial, &mut ranges)?;
         Ok(DynamicPool {
@@ -146,7 +146,7 @@ impl DynamicPool {
 
     /// The growth rule in force (the cap resolved against the device).
     pub fn growth_policy(&self) -> GrowthPolicy {
-        self.device.policy
+        self.device.policy()
     }
 
     /// Whether the pool grows in place in one virtual address range.
@@ -161,7 +161,7 @@ impl DynamicPool {
             requested,
             live: self.tally.allocated(),
             reserved: self.device.counters.reserved(),
-            cap: self.device.policy.cap,
+            cap: self.device.policy().cap,
         }
     }
 
@@ -253,7 +253,7 @@ impl DynamicPool {
     pub fn grow_ahead(&self) -> Result<u64> {
         let mut state = self.state.lock();
         let reserved = self.device.counters.reserved() + state.pending;
-        let Some(bytes) = self.device.policy.step_ahead(reserved) else { return Ok(0) };
+        let Some(bytes) = self.device.policy().step_ahead(reserved) else { return Ok(0) };
         let DynamicState { ranges, space, .. } = &mut *state;
         let Some(mut ahead) = space.plan_ahead(ranges, bytes) else { return Ok(0) };
         state.pending += ahead.pending_bytes();
@@ -276,7 +276,7 @@ impl DynamicPool {
     /// where `for_cache`, else among the live allocations.
     fn allocate_into(&self, size: u64, alignment: u64, stream: StreamId, for_cache: bool) -> Result<Allocation> {
         let request = Request::new(size, alignment)?;
-        if request.span > self.device.policy.cap {
+        if request.span > self.device.policy().cap {
             return Err(self.out_of_memory(size));
         }
         let order = &self.device.order;
@@ -377,6 +377,23 @@ impl Pool for DynamicPool {
 
     fn free(&self, addr: u64) -> Result<()> {
         self.free_sized(addr).map(|_| ())
+    }
+
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
+        let Some(bytes) = bytes else {
+            self.device.set_limit(None);
+            return Ok(self.device.configured.cap);
+        };
+        let room = self.state.lock().space.address_space().unwrap_or(u64::MAX);
+        let limit = bytes.min(room).min(self.device.backend.capacity());
+        self.device.set_limit(Some(limit));
+        Ok(limit)
+    }
+
+    fn reset_peaks(&self) {
+        let _state = self.state.lock();
+        self.tally.reset_peak();
+        self.device.counters.reset_peak();
     }
 
     fn stats(&self) -> PoolStats {

@@ -79,7 +79,7 @@ impl SegmentSpace {
         pending: u64,
         device: &PoolDevice,
     ) -> Result<bool> {
-        let Some(grow) = device.policy.growth(self.total + pending, need) else { return Ok(false) };
+        let Some(grow) = device.policy().growth(self.total + pending, need) else { return Ok(false) };
         let made = ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
             device.call(|backend| backend.allocate_segment(grow))
         });

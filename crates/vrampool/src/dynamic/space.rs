@@ -92,6 +92,15 @@ impl Space {
         }
     }
 
+    /// The bytes of address space a virtual range reserved (the most it can ever map); `None` for
+    /// segments, which take new addresses as they grow.
+    pub(super) fn address_space(&self) -> Option<u64> {
+        match self {
+            Space::Segments(_) => None,
+            Space::Virtual(space) => Some(space.report().size),
+        }
+    }
+
     /// Whether the space is one virtual range: all its addresses reserved at the start, it grows by mapping
     /// memory under them, so no growth adds addresses.
     pub(super) fn grows_in_place(&self) -> bool {

@@ -59,6 +59,9 @@ pub struct FixedPool {
     order: StreamOrder,
     counters: StatsCounters,
     device: ReservedCounters,
+    /// The most the pool may hold, its reservation and fallback segments together, set at run time
+    /// ([`Pool::set_limit`]); `u64::MAX` for none (the device's memory).
+    limit: AtomicU64,
 }
 
 impl FixedPool {
@@ -87,6 +90,7 @@ impl FixedPool {
             order: StreamOrder::default(),
             counters: StatsCounters::default(),
             device,
+            limit: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -106,6 +110,10 @@ impl FixedPool {
         let capacity = self.backend.capacity();
         if request.span > capacity {
             return Err(self.out_of_memory(request.size, capacity));
+        }
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit != u64::MAX && request.span > limit.saturating_sub(self.device.reserved()) {
+            return Err(self.out_of_memory(request.size, limit));
         }
         if self.config.fallback == Fallback::Reject {
             return Err(match reason {
@@ -264,6 +272,18 @@ impl Pool for FixedPool {
     #[inline]
     fn free(&self, addr: u64) -> Result<()> {
         if self.free_hot(addr) { Ok(()) } else { self.free_any(addr) }
+    }
+
+    /// The limit bounds the fallback segments: the reservation is made once and kept.
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
+        let limit = bytes.unwrap_or(u64::MAX).min(self.backend.capacity());
+        self.limit.store(if bytes.is_some() { limit } else { u64::MAX }, Ordering::Relaxed);
+        Ok(limit)
+    }
+
+    fn reset_peaks(&self) {
+        self.counters.reset_peak();
+        self.device.reset_peak();
     }
 
     fn stats(&self) -> PoolStats {

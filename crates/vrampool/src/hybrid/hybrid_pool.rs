@@ -378,6 +378,16 @@ impl Pool for HybridPool {
         Ok(())
     }
 
+    /// The limit bounds the region, from which the classes' blocks are carved too.
+    fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
+        self.dynamic.set_limit(bytes)
+    }
+
+    fn reset_peaks(&self) {
+        self.counters.reset_peak();
+        self.dynamic.reset_peaks();
+    }
+
     fn stats(&self) -> PoolStats {
         let region = self.dynamic.stats();
         let reading = self.counters.read();

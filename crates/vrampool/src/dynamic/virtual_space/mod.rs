@@ -107,7 +107,7 @@ impl VirtualSpace {
         ranges: &mut RangeAllocator<FreeTag>,
     ) -> Result<Self> {
         let backend = &*device.backend;
-        let size = round_up_to(device.policy.cap.saturating_mul(config.address_space_factor), granularity)
+        let size = round_up_to(device.configured.cap.saturating_mul(config.address_space_factor), granularity)
             .unwrap_or(u64::MAX / 2);
         let base = backend.reserve_range(size)?;
         device.counters.count_call();
@@ -258,7 +258,7 @@ impl VirtualSpace {
     /// chunks whose last use is known complete (see [`VirtualSpace::safe_idle_runs`]); it waits for the
     /// whole device only when the rest cannot be grown under the cap, or when several streams are in use.
     fn back_chunks(&mut self, pending: u64, mut missing: Vec<Range<usize>>, device: &PoolDevice) -> Result<bool> {
-        let policy = &device.policy;
+        let policy = device.policy();
         self.unmap_retired(&missing, device)?;
         let need = chunk_count(&missing);
         let idle = self.chunks.idle_chunks();
@@ -331,7 +331,7 @@ impl VirtualSpace {
     fn prefers_growth(&self, pending: u64, need: usize, device: &PoolDevice) -> bool {
         let reserved = self.chunks.mapped_bytes() + pending;
         let moved = self.chunks.bytes(self.chunks.moved_since_growth());
-        device.policy.growth(reserved, self.chunks.bytes(need)).is_some_and(|step| moved >= step)
+        device.policy().growth(reserved, self.chunks.bytes(need)).is_some_and(|step| moved >= step)
     }
 
     /// Idle chunks that can be moved without waiting, at most `limit`: on one stream, those idle since an
