@@ -322,6 +322,23 @@ char *vrampool_pool_stats_json(vrampool_pool *pool);
 int vrampool_pool_record_stream(vrampool_pool *pool, uint64_t addr, uint64_t stream);
 
 /**
+ * Sets the most the pool may hold from the device from now on, as PyTorch's per-process memory fraction
+ * does: `bytes` in place of the configured cap (`UINT64_MAX`: the configured cap again). Memory held beyond a
+ * lowered limit is kept, but the pool grows no further. Writes the limit in force to `*out_limit` (where not
+ * NULL): `bytes` clamped to what the pool can hold.
+ *
+ * # Safety
+ * `out_limit` is NULL or points to a writable `uint64_t`.
+ */
+int vrampool_pool_set_limit(vrampool_pool *pool, uint64_t bytes, uint64_t *out_limit);
+
+/**
+ * Starts the pool's peaks of allocated and reserved bytes again from their values now (PyTorch's
+ * `reset_peak_memory_stats`).
+ */
+int vrampool_pool_reset_peaks(vrampool_pool *pool);
+
+/**
  * Writes the pool's counters to `*out` (the cheap stats call: no report, no string to free).
  *
  * # Safety
@@ -388,6 +405,23 @@ int vrampool_torch_record_stream(void *ptr, int device, void *stream);
  * `out` points to a writable `vrampool_counters`.
  */
 int vrampool_device_counters(int device, vrampool_counters *out);
+
+/**
+ * Sets the most device `device`'s pool may hold from the device from now on (PyTorch's
+ * `set_per_process_memory_fraction`), as `vrampool_pool_set_limit` does; `UINT64_MAX` gives the configured
+ * cap back. Where the device has no pool yet, the limit applies to the pool when it is made. Writes the
+ * limit in force to `*out_limit` (where not NULL; `bytes` itself before the pool is made).
+ *
+ * # Safety
+ * `out_limit` is NULL or points to a writable `uint64_t`.
+ */
+int vrampool_device_set_limit(int device, uint64_t bytes, uint64_t *out_limit);
+
+/**
+ * Starts the peaks of device `device`'s pool again from their values now (PyTorch's
+ * `reset_peak_memory_stats`). `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+ */
+int vrampool_device_reset_peaks(int device);
 
 /**
  * `vrampool_pool_visit` on device `device`'s pool: its segments, then its live blocks, one callback each.

@@ -90,6 +90,17 @@ impl BackedPool {
         self.pool.record_stream(addr, StreamId(stream));
     }
 
+    /// Sets the most the pool may hold from the device (`None`: its configured cap); returns the limit in
+    /// force.
+    pub(crate) fn set_limit(&self, bytes: Option<u64>) -> Result<u64, CapiError> {
+        Ok(self.pool.set_limit(bytes)?)
+    }
+
+    /// Starts the peaks of allocated and reserved bytes again from their values now.
+    pub(crate) fn reset_peaks(&self) {
+        self.pool.reset_peaks();
+    }
+
     /// Every segment and live block of the pool.
     pub(crate) fn report(&self) -> PoolReport {
         self.pool.report()

@@ -8,13 +8,14 @@
 
 use std::io::Write;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use vrampool::{BackendKind, DynamicConfig, MIB, PoolSpec, Strategy, VirtualMemory};
 
 use crate::backed_pool::BackedPool;
 use crate::error::CapiError;
+use crate::pool_api::NO_LIMIT;
 
 /// The most devices the PyTorch entry points serve (ordinals 0 to 63).
 pub const MAX_DEVICES: usize = 64;
@@ -52,13 +53,25 @@ pub(crate) fn private_spec(spec: &PoolSpec) -> PoolSpec {
 }
 
 /// One device's pool, once made.
-#[derive(Default)]
 struct DeviceSlot {
     pool: OnceLock<BackedPool>,
     /// Held while the pool is made; holds the config error that stops it ever being made.
     making: Mutex<Option<CapiError>>,
     /// Whether a failure to open the device was reported on stderr.
     device_failure_reported: AtomicBool,
+    /// The limit set before the pool was made, applied when it is ([`NO_LIMIT`] for none).
+    limit: AtomicU64,
+}
+
+impl Default for DeviceSlot {
+    fn default() -> Self {
+        DeviceSlot {
+            pool: OnceLock::new(),
+            making: Mutex::new(None),
+            device_failure_reported: AtomicBool::new(false),
+            limit: AtomicU64::new(NO_LIMIT),
+        }
+    }
 }
 
 /// Where the config string comes from.
@@ -210,7 +223,13 @@ impl DevicePools {
             return Err(err.clone());
         }
         match BackedPool::build(spec, DEFAULT_DEVICE_BACKEND, ordinal) {
-            Ok(pool) => Ok(slot.pool.get_or_init(|| pool)),
+            Ok(pool) => {
+                let limit = slot.limit.load(Ordering::Relaxed);
+                if limit != NO_LIMIT {
+                    pool.set_limit(Some(limit))?;
+                }
+                Ok(slot.pool.get_or_init(|| pool))
+            }
             Err(err) if err.is_config() => {
                 let err = match (err, &config.text) {
                     (CapiError::Pool(source), Some(text)) => CapiError::EnvConfig { text: text.clone(), source },
@@ -229,6 +248,18 @@ impl DevicePools {
                 }
                 Err(err)
             }
+        }
+    }
+
+    /// Sets the limit of device `ordinal`'s pool (`None`: its configured cap), now where the pool exists and
+    /// when it is made otherwise; returns the limit in force (the one given, before the pool is made).
+    pub(crate) fn set_limit(&self, ordinal: usize, bytes: Option<u64>) -> Result<u64, CapiError> {
+        let slot = &self.slots[ordinal];
+        let _making = slot.making.lock();
+        slot.limit.store(bytes.unwrap_or(NO_LIMIT), Ordering::Relaxed);
+        match slot.pool.get() {
+            Some(pool) => pool.set_limit(bytes),
+            None => Ok(bytes.unwrap_or(NO_LIMIT)),
         }
     }
 

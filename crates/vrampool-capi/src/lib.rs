@@ -57,15 +57,17 @@ pub use last_error::{vrampool_last_error, vrampool_last_error_code};
 pub use pool_api::{
     DEFAULT_BACKEND, PoolHandle, vrampool_pool_alloc, vrampool_pool_counters, vrampool_pool_create,
     vrampool_pool_create_on_device, vrampool_pool_destroy, vrampool_pool_free, vrampool_pool_record_stream,
-    vrampool_pool_stats_json, vrampool_pool_trim, vrampool_pool_visit,
+    vrampool_pool_reset_peaks, vrampool_pool_set_limit, vrampool_pool_stats_json, vrampool_pool_trim,
+    vrampool_pool_visit,
 };
 pub use pool_counters::Counters;
 pub use report_visit::{BlockInfo, BlockVisitor, SegmentInfo, SegmentVisitor};
 pub use status::Status;
 pub use torch_api::{
     TORCH_ALIGNMENT, vrampool_device_counters, vrampool_device_pool_exists, vrampool_device_private_pool_create,
-    vrampool_device_trim, vrampool_device_trim_all, vrampool_device_visit, vrampool_stats_json, vrampool_torch_alloc,
-    vrampool_torch_free, vrampool_torch_record_stream,
+    vrampool_device_reset_peaks, vrampool_device_set_limit, vrampool_device_trim, vrampool_device_trim_all,
+    vrampool_device_visit, vrampool_stats_json, vrampool_torch_alloc, vrampool_torch_free,
+    vrampool_torch_record_stream,
 };
 
 /// Strings handed to C and not yet freed with [`vrampool_string_free`] (for leak checks).

@@ -48,7 +48,7 @@ fn lookup(function: &'static str, pool: *mut PoolHandle) -> Result<std::sync::Ar
 ///
 /// # Safety
 /// `out` is NULL or points to a writable `uint64_t`.
-unsafe fn write_out(out: *mut u64, value: u64) {
+pub(crate) unsafe fn write_out(out: *mut u64, value: u64) {
     if !out.is_null() {
         // SAFETY: the caller vouches that a non-null `out` points to a writable u64.
         unsafe { out.write_unaligned(value) };
@@ -214,6 +214,39 @@ pub unsafe extern "C" fn vrampool_pool_record_stream(pool: *mut PoolHandle, addr
             // SAFETY: the caller vouches for the stream as `record_stream` asks.
             unsafe { pool.record_stream(addr, stream) };
         }
+        Ok(())
+    })
+}
+
+/// The limit `UINT64_MAX` passed to `vrampool_pool_set_limit` and `vrampool_device_set_limit`: none, the
+/// configured cap again.
+pub const NO_LIMIT: u64 = u64::MAX;
+
+/// Sets the most the pool may hold from the device from now on, as PyTorch's per-process memory fraction
+/// does: `bytes` in place of the configured cap (`UINT64_MAX`: the configured cap again). Memory held beyond a
+/// lowered limit is kept, but the pool grows no further. Writes the limit in force to `*out_limit` (where not
+/// NULL): `bytes` clamped to what the pool can hold.
+///
+/// # Safety
+/// `out_limit` is NULL or points to a writable `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_pool_set_limit(pool: *mut PoolHandle, bytes: u64, out_limit: *mut u64) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_set_limit";
+    guarded_status(FUNCTION, || {
+        let limit = lookup(FUNCTION, pool)?.set_limit((bytes != NO_LIMIT).then_some(bytes))?;
+        // SAFETY: the caller vouches that a non-null `out_limit` points to a writable u64.
+        unsafe { write_out(out_limit, limit) };
+        Ok(())
+    })
+}
+
+/// Starts the pool's peaks of allocated and reserved bytes again from their values now (PyTorch's
+/// `reset_peak_memory_stats`).
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_pool_reset_peaks(pool: *mut PoolHandle) -> c_int {
+    const FUNCTION: &str = "vrampool_pool_reset_peaks";
+    guarded_status(FUNCTION, || {
+        lookup(FUNCTION, pool)?.reset_peaks();
         Ok(())
     })
 }

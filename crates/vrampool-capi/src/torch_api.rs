@@ -14,7 +14,7 @@ use crate::c_string::hand_out;
 use crate::device_pools::{DevicePools, report};
 use crate::error::CapiError;
 use crate::handle_table::HANDLES;
-use crate::pool_api::{PoolHandle, write_counters};
+use crate::pool_api::{NO_LIMIT, PoolHandle, write_counters, write_out};
 use crate::pool_counters::Counters;
 use crate::report_visit::{BlockVisitor, SegmentVisitor, visit};
 use crate::status::Status;
@@ -197,6 +197,37 @@ pub unsafe extern "C" fn vrampool_device_counters(device: c_int, out: *mut Count
         let counters = DEVICE_POOLS.existing_or_why(FUNCTION, ordinal)?.counters();
         // SAFETY: the caller's contract, passed on.
         unsafe { write_counters(FUNCTION, out, counters) }
+    })
+}
+
+/// Sets the most device `device`'s pool may hold from the device from now on (PyTorch's
+/// `set_per_process_memory_fraction`), as `vrampool_pool_set_limit` does; `UINT64_MAX` gives the configured
+/// cap back. Where the device has no pool yet, the limit applies to the pool when it is made. Writes the
+/// limit in force to `*out_limit` (where not NULL; `bytes` itself before the pool is made).
+///
+/// # Safety
+/// `out_limit` is NULL or points to a writable `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn vrampool_device_set_limit(device: c_int, bytes: u64, out_limit: *mut u64) -> c_int {
+    const FUNCTION: &str = "vrampool_device_set_limit";
+    guarded_status(FUNCTION, || {
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        let limit = DEVICE_POOLS.set_limit(ordinal, (bytes != NO_LIMIT).then_some(bytes))?;
+        // SAFETY: the caller vouches that a non-null `out_limit` points to a writable u64.
+        unsafe { write_out(out_limit, limit) };
+        Ok(())
+    })
+}
+
+/// Starts the peaks of device `device`'s pool again from their values now (PyTorch's
+/// `reset_peak_memory_stats`). `VRAMPOOL_STATUS_NO_POOL` where the device has no pool yet.
+#[unsafe(no_mangle)]
+pub extern "C" fn vrampool_device_reset_peaks(device: c_int) -> c_int {
+    const FUNCTION: &str = "vrampool_device_reset_peaks";
+    guarded_status(FUNCTION, || {
+        let ordinal = DevicePools::ordinal(FUNCTION, device)?;
+        DEVICE_POOLS.existing_or_why(FUNCTION, ordinal)?.reset_peaks();
+        Ok(())
     })
 }
 

@@ -152,6 +152,23 @@ static void pools_made_by_the_program(void) {
           "a second free of a held block is refused");
     CHECK(vrampool_pool_counters(NULL, &counters) == VRAMPOOL_STATUS_BAD_ARGUMENT, "counters of NULL");
 
+    /* A limit set at run time, and peaks started again. */
+    uint64_t limit = 0;
+    CHECK(vrampool_pool_set_limit(pool, 300 * MIB, &limit) == VRAMPOOL_STATUS_OK && limit == 300 * MIB, "limit");
+    CHECK(vrampool_pool_alloc(pool, 400 * MIB, 0, 0, &c) == VRAMPOOL_STATUS_OUT_OF_MEMORY && last_error_mentions("314572800"),
+          "400 MiB refused under a 300 MiB limit, naming it");
+    CHECK(vrampool_pool_set_limit(pool, UINT64_MAX, &limit) == VRAMPOOL_STATUS_OK && limit > 300 * MIB,
+          "UINT64_MAX gives the configured cap back (%" PRIu64 ")", limit);
+    CHECK(vrampool_pool_alloc(pool, 400 * MIB, 0, 0, &c) == VRAMPOOL_STATUS_OK, "400 MiB then");
+    CHECK(vrampool_pool_free(pool, c) == VRAMPOOL_STATUS_OK, "free it");
+    CHECK(vrampool_pool_reset_peaks(pool) == VRAMPOOL_STATUS_OK, "reset the peaks");
+    CHECK(vrampool_pool_counters(pool, &counters) == VRAMPOOL_STATUS_OK &&
+              counters.allocated_bytes_peak == counters.allocated_bytes &&
+              counters.reserved_bytes_peak == counters.reserved_bytes,
+          "the peaks are the values now");
+    CHECK(vrampool_pool_set_limit(NULL, 1, NULL) == VRAMPOOL_STATUS_BAD_ARGUMENT, "limit of NULL");
+    CHECK(vrampool_pool_reset_peaks(NULL) == VRAMPOOL_STATUS_BAD_ARGUMENT, "reset of NULL");
+
     /* Trim. */
     CHECK(vrampool_pool_free(pool, b) == VRAMPOOL_STATUS_OK, "free the last block");
     uint64_t trimmed = UINT64_MAX;
@@ -211,6 +228,17 @@ static void *torch_churn(void *arg) {
 
 static void torch_entry_points(void) {
     CHECK(vrampool_device_pool_exists(0) == 0, "no pool before the first allocation");
+    uint64_t limit = 0;
+    CHECK(vrampool_device_set_limit(2, 8 * MIB, &limit) == VRAMPOOL_STATUS_OK && limit == 8 * MIB,
+          "a limit before the pool exists");
+    CHECK(vrampool_torch_alloc(16 * MIB, 2, NULL) == NULL && vrampool_last_error_code() == VRAMPOOL_STATUS_OUT_OF_MEMORY,
+          "applies to the pool made at the first allocation");
+    CHECK(vrampool_device_set_limit(2, UINT64_MAX, NULL) == VRAMPOOL_STATUS_OK, "lifted");
+    void *lifted = vrampool_torch_alloc(16 * MIB, 2, NULL);
+    CHECK(lifted != NULL, "16 MiB then");
+    vrampool_torch_free(lifted, 16 * MIB, 2, NULL);
+    CHECK(vrampool_device_reset_peaks(2) == VRAMPOOL_STATUS_OK, "peaks of device 2 reset");
+    CHECK(vrampool_device_reset_peaks(11) == VRAMPOOL_STATUS_NO_POOL, "device 11 has no pool");
     CHECK(vrampool_stats_json(0) == NULL && vrampool_last_error_code() == VRAMPOOL_STATUS_NO_POOL,
           "no stats before the first allocation");
     CHECK(vrampool_torch_alloc(0, 0, NULL) == NULL && vrampool_last_error_code() == VRAMPOOL_STATUS_OK,
