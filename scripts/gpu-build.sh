@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on any Linux machine with cargo, every binary scripts/gpu-run.sh runs on the GPU machine, and puts
-# them (stripped) in .gpu/. The CUDA driver is loaded at run time, so no CUDA toolkit is needed here.
+# them (stripped) in .gpu/, with the Python package's wheel in .gpu/wheel/ (what `pip install .` builds; the GPU
+# machine installs it with pip, as a user would). The CUDA driver is loaded at run time, so no CUDA toolkit is
+# needed here.
 #
 #   scripts/gpu-build.sh                    the working tree's binaries
 #   scripts/gpu-build.sh --before COMMIT    and libvrampool_c.so of COMMIT in .gpu/before/ (its name in
@@ -44,4 +46,7 @@ cp target/release/vrampool target/release/vrampool-cuda-bench target/release/exa
     target/release/examples/vm_call_costs target/release/libvrampool_c.so "$B/"
 strip "$B"/vrampool "$B"/vrampool-cuda-bench "$B"/cuda_buffers "$B"/vm_call_costs "$B"/gpu-tests \
     "$B"/threads-bench "$B"/libvrampool_c.so
-ls -l "$B"
+rm -rf "$B/wheel" build
+python3 -m pip wheel . --no-deps --quiet -w "$B/wheel"
+rm -rf build python/vrampool.egg-info
+ls -l "$B" "$B/wheel"

@@ -41,6 +41,11 @@
 #                                             with and without GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (malloc's
 #                                             memory in huge pages, where the kernel's transparent huge pages
 #                                             allow it), in turn, three or four times each
+#   scripts/gpu-run.sh dropin [TESTS]         vrampool as a drop-in for PyTorch's allocator: pip install of the
+#                                             wheel, then every test of scripts/pytorch-dropin.py (streams, CUDA
+#                                             graphs, torch.compile, cuDNN benchmark, out of memory, empty_cache,
+#                                             memory fraction, statistics, snapshots, MemPool, NCCL) under
+#                                             PyTorch's allocator and under vrampool, each in its own process
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -302,6 +307,13 @@ timing-ways)
     phase torch-latency-one-at-a-time python3 scripts/torch_latency/run.py --one-at-a-time \
         --out "$OUT/torch-latency-one-at-a-time.json"
     ;;
+dropin)
+    tests=()
+    [ -n "${2:-}" ] && tests=(--tests "$2")
+    phase dropin python3 scripts/pytorch-dropin.py drive --out "$OUT/dropin" --wheel "$(ls "$B"/wheel/*.whl)" \
+        --cli "$B/vrampool" "${tests[@]}"
+    cat "$OUT/dropin.txt"
+    ;;
 e2e)
     workloads=${2:?workloads}
     modes=${3:-vrampool,vrampool-advised,pytorch,expandable,cudamallocasync,nocache}
@@ -329,7 +341,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | churn-pages [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | dropin [TESTS] | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | churn-pages [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real PyTorch workloads under vrampool and under PyTorch's own allocators, on one GPU.
 
-Three workloads (the ones the traces in traces/ were recorded from), each run in its own process under one
+Six workloads (the ones the traces in traces/ were recorded from), each run in its own process under one
 allocator mode:
 
   resnet_train_fixed  torchvision ResNet-50 training, batch 64 at 224x224, SGD with momentum, 8 timed steps
@@ -12,6 +12,14 @@ allocator mode:
   gpt_serve           GPT-2 small in bf16, `generate` with a KV cache (greedy), 12 requests: batch in {1,2,4,8},
                       prompt 16..512 tokens, 32..128 new tokens (exactly: min_new_tokens = max_new_tokens); all
                       12 requests are timed, there is no warm-up
+  vit_train_amp       timm ViT-B/16 training, batch 64 at 224x224 (one fixed batch), AdamW, bf16 autocast, 6 timed
+                      steps after 1 warm-up step
+  llama_train_ckpt_varlen
+                      a Llama-style decoder (8 layers, 1024 wide, grouped-query attention, random weights) training
+                      with activation checkpointing, AdamW, bf16 autocast, 12 timed steps after 1 warm-up step;
+                      batch in {2,4,8} and sequence length 128..2048 drawn each step
+  bert_serve_dynbatch BERT-base fp16 inference as a server sees it: 150 requests, batch in {1..64} and sequence
+                      length 16..512 drawn at random; all timed, no warm-up
 
 Modes:
 
@@ -66,9 +74,16 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-WORKLOADS = ("resnet_train_fixed", "gpt_train_varlen", "gpt_serve")
+WORKLOADS = (
+    "resnet_train_fixed",
+    "gpt_train_varlen",
+    "gpt_serve",
+    "vit_train_amp",
+    "llama_train_ckpt_varlen",
+    "bert_serve_dynbatch",
+)
 MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasync", "nocache")
-TRAINING = ("resnet_train_fixed", "gpt_train_varlen")
+TRAINING = ("resnet_train_fixed", "gpt_train_varlen", "vit_train_amp", "llama_train_ckpt_varlen")
 MIB = 1 << 20
 #: The pool's counters reported for the timed part of a run alone.
 TIMED_POOL_COUNTERS = (
@@ -196,18 +211,14 @@ def gpt2_small(torch, seed: int):
     return config, GPT2LMHeadModel(config)
 
 
-def gpt_train_varlen(torch, seed: int) -> dict:
-    steps = 20
-    config, model = gpt2_small(torch, seed)
-    model = model.cuda().train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    rng = random.Random(seed)
-    shapes = [(rng.randint(4, 32), rng.randint(64, 1024)) for _ in range(steps + 1)]
+def language_model_step(torch, model, optimizer, vocab_size: int, seed: int):
+    """One training step of a causal language model on random tokens of a given batch and length, under bf16
+    autocast; returns the loss. The tokens come from a CUDA generator seeded with `seed`."""
     generator = torch.Generator(device="cuda")
     generator.manual_seed(seed)
 
     def step(batch, length):
-        tokens = torch.randint(0, config.vocab_size, (batch, length), device="cuda", generator=generator)
+        tokens = torch.randint(0, vocab_size, (batch, length), device="cuda", generator=generator)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=tokens, labels=tokens).loss
         loss.backward()
@@ -215,6 +226,17 @@ def gpt_train_varlen(torch, seed: int) -> dict:
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
+    return step
+
+
+def gpt_train_varlen(torch, seed: int) -> dict:
+    steps = 20
+    config, model = gpt2_small(torch, seed)
+    model = model.cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    shapes = [(rng.randint(4, 32), rng.randint(64, 1024)) for _ in range(steps + 1)]
+    step = language_model_step(torch, model, optimizer, config.vocab_size, seed)
     return {**timed_training(torch, step, shapes), "shapes": shapes[1:]}
 
 
@@ -257,7 +279,93 @@ def gpt_serve(torch, seed: int) -> dict:
     }
 
 
-RUNNERS = {"resnet_train_fixed": resnet_train_fixed, "gpt_train_varlen": gpt_train_varlen, "gpt_serve": gpt_serve}
+def vit_train_amp(torch, seed: int) -> dict:
+    import timm
+
+    steps, batch = 6, 64
+    torch.manual_seed(seed)
+    model = timm.create_model("vit_base_patch16_224", num_classes=1000).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+    images = torch.randn(batch, 3, 224, 224, device="cuda", generator=generator)
+    labels = torch.randint(0, 1000, (batch,), device="cuda", generator=generator)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return timed_training(torch, step, [()] * (steps + 1))
+
+
+def llama_train_ckpt_varlen(torch, seed: int) -> dict:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    steps = 12
+    torch.manual_seed(seed)
+    config = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                         num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
+    model = LlamaForCausalLM(config).cuda().train()
+    model.gradient_checkpointing_enable()
+    model.config.use_cache = False
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    shapes = [(rng.choice([2, 4, 8]), rng.randint(128, 2048)) for _ in range(steps + 1)]
+    step = language_model_step(torch, model, optimizer, config.vocab_size, seed)
+    return {**timed_training(torch, step, shapes), "shapes": shapes[1:]}
+
+
+def bert_serve_dynbatch(torch, seed: int) -> dict:
+    from transformers import BertConfig, BertModel
+
+    requests = 150
+    torch.manual_seed(seed)
+    model = BertModel(BertConfig()).cuda().eval().half()
+    rng = random.Random(seed)
+    plan = [(rng.choice([1, 2, 4, 8, 16, 32, 64]), rng.randint(16, 512)) for _ in range(requests)]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+    sums = []
+    torch.cuda.synchronize()
+    start = timed_start()
+    with torch.inference_mode():
+        for batch, length in plan:
+            tokens = torch.randint(0, 30522, (batch, length), device="cuda", generator=generator)
+            sums.append(model(input_ids=tokens).last_hidden_state.float().sum())
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    digest = hashlib.sha256(str([float(value) for value in torch.stack(sums).cpu().tolist()]).encode())
+    return {
+        "wall_s": wall,
+        "timed_steps": requests,
+        "warmup_steps": 0,
+        "requests": plan,
+        "outputs_sha256": digest.hexdigest(),
+    }
+
+
+RUNNERS = {
+    "resnet_train_fixed": resnet_train_fixed,
+    "gpt_train_varlen": gpt_train_varlen,
+    "gpt_serve": gpt_serve,
+    "vit_train_amp": vit_train_amp,
+    "llama_train_ckpt_varlen": llama_train_ckpt_varlen,
+    "bert_serve_dynbatch": bert_serve_dynbatch,
+}
+
+
+def import_vrampool():
+    """The installed vrampool package (`pip install .`), else the module of this repository."""
+    try:
+        import vrampool
+    except ImportError:
+        sys.path.insert(0, str(REPO / "python"))
+        import vrampool
+    return vrampool
 
 
 def make_deterministic(torch) -> None:
@@ -284,8 +392,7 @@ def run_here(
             os.environ[name] = value
     vrampool = None
     if mode.startswith("vrampool"):
-        sys.path.insert(0, str(REPO / "python"))
-        import vrampool
+        vrampool = import_vrampool()
 
         vrampool.install(conf=conf, path=lib)
         at_timed_start: dict = {}

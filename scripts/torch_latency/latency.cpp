@@ -2,8 +2,10 @@
 // process, on the CPU that drives the GPU.
 //
 // PyTorch: c10::cuda::CUDACachingAllocator::raw_alloc_with_stream / raw_delete (its default allocator, left
-// in place). vrampool: vrampool_torch_alloc / vrampool_torch_free of libvrampool_c.so, loaded with dlopen (the
-// device pool is made by the first allocation, from VRAMPOOL_CONF). Both on PyTorch's current stream.
+// in place). vrampool, by default through its PyTorch allocator (raw_alloc_with_stream / raw_delete of the
+// CUDAAllocator object `vrampool.allocator()` returns: what PyTorch calls once vrampool is installed), or, given no
+// allocator object, through vrampool_torch_alloc / vrampool_torch_free of libvrampool_c.so loaded with dlopen. The
+// device pool is made by the first allocation, from VRAMPOOL_CONF. Both on PyTorch's current stream.
 //
 // Patterns (DESIGN.md): pairs of one size (allocate then free, 4 KiB, 1 MiB, 64 MiB), and churn: 1000 live
 // blocks of log-uniform sizes from 256 B to 8 MiB, each op frees one at random and allocates a new one in its
@@ -25,6 +27,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <memory>
 
 #include <pybind11/stl.h>
 
@@ -79,6 +83,20 @@ struct Vrampool {
     return p;
   }
   void free(void* p, size_t size) { free_fn(p, size, device, stream); }
+};
+
+// vrampool's PyTorch allocator, through the interface PyTorch calls.
+struct VrampoolTorch {
+  std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> allocator;
+  cudaStream_t stream;
+  void* alloc(size_t size) {
+    void* p = allocator->raw_alloc_with_stream(size, stream);
+    if (p == nullptr) {
+      throw std::runtime_error("vrampool's raw_alloc_with_stream returned NULL for " + std::to_string(size));
+    }
+    return p;
+  }
+  void free(void* p, size_t) { allocator->raw_delete(p); }
 };
 
 struct Figure {
@@ -205,45 +223,22 @@ py::dict row(const std::string& method, const std::string& pattern, size_t size,
   return d;
 }
 
-// Runs the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn), in that order, on both allocators;
-// returns one dict per (method, pattern).
-py::list run(const std::string& library, const std::vector<std::string>& patterns, int rounds, int ops,
-             int churn_ops, int warmup, uint64_t seed, bool turns, const py::function& on_timing) {
-  if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
-    throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
-  }
-  const std::vector<std::pair<std::string, size_t>> pair_sizes = {
-      {"pair-4KiB", 4096}, {"pair-1MiB", 1 << 20}, {"pair-64MiB", 64u << 20}};
+const std::vector<std::pair<std::string, size_t>> kPairSizes = {
+    {"pair-4KiB", 4096}, {"pair-1MiB", 1 << 20}, {"pair-64MiB", 64u << 20}};
+
+// Runs the named patterns on PyTorch's allocator and on `vrampool`; one dict per (method, pattern).
+template <typename V>
+py::list run_patterns(TorchCaching& torch_allocator, V& vrampool, const std::vector<std::string>& patterns,
+                      int rounds, int ops, int churn_ops, int warmup, uint64_t seed, bool turns,
+                      const py::function& on_timing) {
   auto wanted = [&](const std::string& name) {
     return std::find(patterns.begin(), patterns.end(), name) != patterns.end();
   };
-  for (const auto& name : patterns) {
-    bool known = name == "churn" || std::any_of(pair_sizes.begin(), pair_sizes.end(),
-                                                [&](const auto& p) { return p.first == name; });
-    if (!known) {
-      throw std::invalid_argument("unknown pattern " + name + " (pair-4KiB, pair-1MiB, pair-64MiB, churn)");
-    }
-  }
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    throw std::runtime_error("dlopen(" + library + ") failed: " + dlerror());
-  }
-  auto alloc_fn = reinterpret_cast<AllocFn>(dlsym(handle, "vrampool_torch_alloc"));
-  auto free_fn = reinterpret_cast<FreeFn>(dlsym(handle, "vrampool_torch_free"));
-  auto last_error = reinterpret_cast<LastErrorFn>(dlsym(handle, "vrampool_last_error"));
-  if (alloc_fn == nullptr || free_fn == nullptr || last_error == nullptr) {
-    throw std::runtime_error(library + " lacks vrampool_torch_alloc, vrampool_torch_free or vrampool_last_error");
-  }
-  int device = c10::cuda::current_device();
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  TorchCaching torch_allocator{stream};
-  Vrampool vrampool{alloc_fn, free_fn, last_error, device, stream};
-
   py::list rows;
-  for (const auto& [pattern, size] : pair_sizes) {
+  for (const auto& [pattern, size] : kPairSizes) {
     if (!wanted(pattern)) continue;
     Pairs<TorchCaching> torch_pairs{torch_allocator, size};
-    Pairs<Vrampool> vrampool_pairs{vrampool, size};
+    Pairs<V> vrampool_pairs{vrampool, size};
     torch_pairs.round(warmup);
     vrampool_pairs.round(warmup);
     on_timing(pattern, "start");
@@ -255,7 +250,7 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
   if (wanted("churn")) {
     ChurnPlan plan = plan_churn(seed, static_cast<size_t>(warmup) + static_cast<size_t>(rounds) * churn_ops);
     Churn<TorchCaching> torch_churn(torch_allocator, plan);
-    Churn<Vrampool> vrampool_churn(vrampool, plan);
+    Churn<V> vrampool_churn(vrampool, plan);
     torch_churn.round(warmup);
     vrampool_churn.round(warmup);
     on_timing("churn", "start");
@@ -267,13 +262,52 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
   return rows;
 }
 
+// Runs the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn), in that order, on both allocators;
+// returns one dict per (method, pattern). vrampool is `allocator` (its PyTorch allocator) where not None, else
+// the C functions of `library`.
+py::list run(const std::string& library, const std::vector<std::string>& patterns, int rounds, int ops,
+             int churn_ops, int warmup, uint64_t seed, bool turns, const py::function& on_timing,
+             const py::object& allocator) {
+  if (rounds < 1 || ops < 1 || churn_ops < 1 || warmup < 0) {
+    throw std::invalid_argument("rounds, ops and churn_ops must be at least 1, warmup at least 0");
+  }
+  for (const auto& name : patterns) {
+    bool known = name == "churn" || std::any_of(kPairSizes.begin(), kPairSizes.end(),
+                                                [&](const auto& p) { return p.first == name; });
+    if (!known) {
+      throw std::invalid_argument("unknown pattern " + name + " (pair-4KiB, pair-1MiB, pair-64MiB, churn)");
+    }
+  }
+  int device = c10::cuda::current_device();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  TorchCaching torch_allocator{stream};
+  if (!allocator.is_none()) {
+    VrampoolTorch vrampool{
+        allocator.cast<std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator>>(), stream};
+    return run_patterns(torch_allocator, vrampool, patterns, rounds, ops, churn_ops, warmup, seed, turns, on_timing);
+  }
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    throw std::runtime_error("dlopen(" + library + ") failed: " + dlerror());
+  }
+  auto alloc_fn = reinterpret_cast<AllocFn>(dlsym(handle, "vrampool_torch_alloc"));
+  auto free_fn = reinterpret_cast<FreeFn>(dlsym(handle, "vrampool_torch_free"));
+  auto last_error = reinterpret_cast<LastErrorFn>(dlsym(handle, "vrampool_last_error"));
+  if (alloc_fn == nullptr || free_fn == nullptr || last_error == nullptr) {
+    throw std::runtime_error(library + " lacks vrampool_torch_alloc, vrampool_torch_free or vrampool_last_error");
+  }
+  Vrampool vrampool{alloc_fn, free_fn, last_error, device, stream};
+  return run_patterns(torch_allocator, vrampool, patterns, rounds, ops, churn_ops, warmup, seed, turns, on_timing);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "Allocation latency: PyTorch's CUDA caching allocator against vrampool's C ABI";
   m.def("run", &run, py::arg("library"), py::arg("patterns"), py::arg("rounds"), py::arg("ops"),
         py::arg("churn_ops"), py::arg("warmup"), py::arg("seed"), py::arg("turns"), py::arg("on_timing"),
+        py::arg("allocator") = py::none(),
         "Times the named patterns (pair-4KiB, pair-1MiB, pair-64MiB, churn) on both allocators; one dict per "
         "(method, pattern). on_timing(pattern, \"start\" or \"end\") is called around each pattern's timed "
-        "rounds");
+        "rounds. vrampool is `allocator` (vrampool.allocator()) where given, else the C functions of `library`");
 }

@@ -8,9 +8,11 @@ then times, on PyTorch's current stream of device 0:
   - churn: 1000 live blocks, log-uniform sizes from 256 B to 8 MiB, free one at random and allocate one (one op =
     one free plus one allocation), nanoseconds per op;
 
-for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` and for `vrampool_torch_alloc`/
-`vrampool_torch_free` (the pool configured by VRAMPOOL_CONF, or --conf; default: the hybrid pool on CUDA virtual
-memory). Each pattern runs in a process of its own, the two allocators' timed rounds taking turns (so that both are
+for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` (PyTorch's caching allocator, left in
+place) and for vrampool: by default the same two calls on vrampool's PyTorch allocator (`vrampool.allocator()`,
+what PyTorch calls once vrampool is installed; --via torch), or `vrampool_torch_alloc`/`vrampool_torch_free` of the
+C ABI alone (--via abi); the pool is configured by VRAMPOOL_CONF, or --conf (default: the hybrid pool on CUDA
+virtual memory). Each pattern runs in a process of its own, the two allocators' timed rounds taking turns (so that both are
 timed over the same stretch of the host's time), so that each meets the pattern fresh
 (vrampool's default pool learns its size classes from its first requests; one process for all patterns would
 teach it the first pattern only). Figures: median over rounds of the mean per round. Prints a table, and writes
@@ -26,39 +28,20 @@ torch.cuda.memory_stats).
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def cuda_include_dirs(cpp_extension) -> tuple[bool, list[str]]:
-    """Whether to build with torch's CUDA settings (a CUDA toolkit is installed), else the folder holding the
-    CUDA runtime headers from the `nvidia` pip packages that PyTorch's wheels depend on."""
-    if cpp_extension.CUDA_HOME:
-        return True, []
-    roots = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path]
-    for root in roots:
-        for header in glob.glob(os.path.join(root, "nvidia", "**", "include", "cuda_runtime_api.h"), recursive=True):
-            return False, [os.path.dirname(header)]
-    for folder in ("/usr/local/cuda/include", "/usr/include"):
-        if os.path.isfile(os.path.join(folder, "cuda_runtime_api.h")):
-            return False, [folder]
-    raise SystemExit(
-        "no CUDA headers found: install the CUDA toolkit (and set CUDA_HOME) or the nvidia-cuda-runtime pip "
-        "package; latency.cpp includes c10/cuda headers, which include cuda_runtime_api.h"
-    )
-
-
 def build_extension(verbose: bool):
     from torch.utils import cpp_extension
+    from vrampool._extension import cuda_include_dirs
 
     if shutil.which("ninja") is None:
         raise SystemExit("torch.utils.cpp_extension.load needs ninja: `pip install ninja` (or put it on PATH)")
@@ -120,8 +103,9 @@ def measure(args, library) -> dict:
             for method in now
         }
 
+    allocator = vrampool.allocator() if args.via == "torch" else None
     rows = extension.run(str(library), patterns, args.rounds, args.ops, args.churn_ops, args.warmup, args.seed,
-                         not args.one_at_a_time, on_timing)
+                         not args.one_at_a_time, on_timing, allocator)
     for row in rows:
         row["device_work_while_timed"] = while_timed[row["pattern"]][row["method"]]
     pool = vrampool.stats(0)
@@ -129,6 +113,7 @@ def measure(args, library) -> dict:
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "vrampool_config": pool["config"],
+        "vrampool_via": args.via,
         "vrampool_backend": pool["backend"],
         "pools": [{
             "patterns": patterns,
@@ -168,6 +153,9 @@ def main() -> None:
     parser.add_argument("--one-at-a-time", action="store_true",
                         help="time all of PyTorch's rounds of a pattern, then all of vrampool's, instead of their "
                              "rounds taking turns")
+    parser.add_argument("--via", choices=["torch", "abi"], default="torch",
+                        help="vrampool through its PyTorch allocator, what PyTorch calls once vrampool is installed "
+                             "(torch, the default), or through the C functions alone (abi)")
     parser.add_argument("--out", help="write the JSON here too")
     parser.add_argument("--verbose", action="store_true", help="show the extension's build")
     args = parser.parse_args()
@@ -177,8 +165,11 @@ def main() -> None:
 
     if args.conf is not None:
         os.environ["VRAMPOOL_CONF"] = args.conf
-    sys.path.insert(0, str(REPO / "python"))
-    import vrampool  # only for the library path and the pool's stats; PyTorch's allocator is left in place
+    try:
+        import vrampool  # the installed package; PyTorch's allocator is left in place
+    except ImportError:
+        sys.path.insert(0, str(REPO / "python"))
+        import vrampool
 
     library = vrampool.library_path(args.lib).resolve()
     if not library.is_file():
@@ -192,7 +183,7 @@ def main() -> None:
         print(f"measuring {pattern} in a fresh process...", file=sys.stderr, flush=True)
         child = [sys.executable, __file__, "--in-this-process", "--patterns", pattern, "--lib", str(library),
                  "--rounds", str(args.rounds), "--ops", str(args.ops), "--churn-ops", str(args.churn_ops),
-                 "--warmup", str(args.warmup), "--seed", str(args.seed)]
+                 "--warmup", str(args.warmup), "--seed", str(args.seed), "--via", args.via]
         if args.one_at_a_time:
             child.append("--one-at-a-time")
         if args.verbose:
