@@ -26,7 +26,7 @@ pub const CONFIG_VARIABLE: &str = "VRAMPOOL_CONF";
 /// The device where `VRAMPOOL_CONF` names no `backend`: CUDA virtual memory of the device's ordinal.
 pub const DEFAULT_DEVICE_BACKEND: BackendKind = BackendKind::CudaVirtual;
 
-/// Where a private pool starts ([`private_spec`]): one 2 MiB unit, what `cuMemAlloc` hands out at
+/// Where a private pool (`vrampool_device_private_pool_create`) starts: one 2 MiB unit, what `cuMemAlloc` hands out at
 /// least; it grows by the device config's growth factor.
 pub const PRIVATE_INITIAL_SIZE: u64 = 2 * MIB;
 
