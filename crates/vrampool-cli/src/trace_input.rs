@@ -31,7 +31,7 @@ pub fn traces_or_bundled(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Reads one trace and tells stderr what was skipped or taken as live from the start.
 pub fn read(path: &Path, options: &TraceOptions) -> Result<Trace> {
-    let read_options = ReadOptions { device: options.device, lenient: options.lenient };
+    let read_options = ReadOptions { device: options.device, lenient: options.lenient, ..ReadOptions::default() };
     let trace = read_trace(path, &read_options)?;
     if trace.skipped > 0 {
         eprintln!("{}: skipped {} bad events (--lenient)", trace.name, trace.skipped);

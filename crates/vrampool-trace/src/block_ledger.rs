@@ -79,6 +79,12 @@ impl BlockLedger {
         }
     }
 
+    /// About how many bytes the ledger takes.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        let blocks = self.blocks.capacity() * (size_of::<(u64, Block)>() + 1);
+        (blocks + self.initial_live.capacity() * size_of::<LiveBlock>()) as u64
+    }
+
     /// The blocks found live from the start, in the order their frees appear.
     pub(crate) fn into_initial_live(self) -> Vec<LiveBlock> {
         self.initial_live
