@@ -175,6 +175,11 @@ impl<'r> Content<'r> {
         Ok(&self.buf[self.pos..self.pos + available.min(len)])
     }
 
+    /// Whether nothing is left.
+    pub(crate) fn at_end(&mut self) -> Result<bool> {
+        Ok(self.fill(1)? == 0)
+    }
+
     /// The next line, of at most `max` bytes before its newline.
     pub(crate) fn line(&mut self, max: usize) -> Result<Line<'_>> {
         let mut searched = 0;
@@ -290,7 +295,7 @@ mod tests {
             }
             assert_eq!(out, data);
             assert_eq!(content.offset(), data.len() as u64);
-            assert!(content.peek(1).unwrap().is_empty());
+            assert!(content.at_end().unwrap());
         }
     }
 
@@ -337,7 +342,7 @@ mod tests {
         }
         let mut exact = Content::open("exact", &data[..], data.len() as u64).unwrap();
         assert!(exact.skip(data.len() as u64).unwrap());
-        assert!(exact.peek(1).unwrap().is_empty());
+        assert!(exact.at_end().unwrap());
     }
 
     #[test]
@@ -346,11 +351,11 @@ mod tests {
         let compressed = gz(&data);
         let mut content = content(&compressed);
         assert!(content.skip(data.len() as u64).unwrap());
-        assert!(content.peek(1).unwrap().is_empty());
+        assert!(content.at_end().unwrap());
         assert_eq!(content.file_bytes(), compressed.len() as u64);
         let mut plain = self::content(&data);
         assert!(plain.skip(data.len() as u64).unwrap());
-        assert!(plain.peek(1).unwrap().is_empty());
+        assert!(plain.at_end().unwrap());
         assert_eq!(plain.file_bytes(), data.len() as u64);
     }
 }

@@ -167,6 +167,18 @@ pub enum Error {
         limit: u64,
     },
 
+    /// Bytes after the STOP opcode that ends the pickle.
+    #[error(
+        "{name}: data after the end of the pickle (its STOP opcode ends at byte offset {offset}): a snapshot \
+         file holds one pickle and nothing after it"
+    )]
+    PickleTrailingData {
+        /// The trace's name.
+        name: String,
+        /// Offset of the first byte after the STOP opcode.
+        offset: u64,
+    },
+
     /// A pickle that decodes but is not a PyTorch memory snapshot.
     #[error("{name}: not a PyTorch memory snapshot: {reason}")]
     NotASnapshot {

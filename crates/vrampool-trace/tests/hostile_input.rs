@@ -1,9 +1,12 @@
 //! Input built to exhaust the reader: huge claims, decompression bombs, endless streams. Each ends in a clear
 //! error naming the file and the limit, soon and in little memory, and what a genuine trace needs still reads.
 
+mod common;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use common::data_bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use vrampool_trace::{DEFAULT_MAX_CONTENT_BYTES, Error, EventKind, ReadOptions, parse_trace, read_trace};
@@ -218,6 +221,24 @@ fn content_past_the_limit_is_an_error_that_says_how_to_raise_it() {
     let error = parse_trace("log.csv", &log, &ReadOptions::default().max_content_bytes(1 << 19)).unwrap_err();
     assert!(matches!(error, Error::ContentTooLarge { .. }), "{error}");
     assert!(parse_trace("log.csv", &log, &ReadOptions::default().max_content_bytes(log.len() as u64)).is_ok());
+}
+
+#[test]
+fn bytes_after_the_pickle_are_an_error() {
+    let pickle = data_bytes("small_snapshot.p4.pickle");
+    assert!(parse_trace("ok.pickle", &pickle, &ReadOptions::default().device(0)).is_ok());
+    for tail in [&b"\n"[..], b"junk", &pickle] {
+        let mut bytes = pickle.clone();
+        bytes.extend_from_slice(tail);
+        let error = parse_trace("tail.pickle", &bytes, &ReadOptions::default().device(0)).unwrap_err();
+        assert!(matches!(error, Error::PickleTrailingData { offset, .. } if offset == pickle.len() as u64), "{error}");
+        assert!(error.to_string().contains("data after the end of the pickle"), "{error}");
+    }
+    // A second gzip member holding another pickle is data after the first, too.
+    let mut two = gz(&pickle);
+    two.extend(gz(&pickle));
+    let error = parse_trace("two.pickle.gz", &two, &ReadOptions::default().device(0)).unwrap_err();
+    assert!(matches!(error, Error::PickleTrailingData { .. }), "{error}");
 }
 
 #[test]

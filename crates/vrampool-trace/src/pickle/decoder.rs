@@ -47,7 +47,7 @@ pub(crate) struct Decoded {
     pub(crate) objects: Objects,
 }
 
-/// Decodes the pickle at the start of `content`.
+/// Decodes the pickle that is the whole of `content`: bytes after its STOP opcode are an error.
 pub(crate) fn decode(content: &mut Content<'_>) -> Result<Decoded> {
     let size = usize::try_from(content.size_hint()).unwrap_or(usize::MAX);
     Machine {
@@ -308,6 +308,9 @@ impl Machine<'_, '_> {
                 }
                 op::STOP => {
                     let root = self.pop(at)?;
+                    if !self.input.at_end()? {
+                        return Err(Error::PickleTrailingData { name: self.name.to_owned(), offset: at + 1 });
+                    }
                     return Ok(Decoded { root, objects: self.objects });
                 }
                 _ if op::imports_or_calls(code) => {
