@@ -3,8 +3,9 @@
 //!
 //! Each entry is a dict with `action`, `addr`, `size`, `stream` and `time_us`; other keys (`frames`,
 //! `compile_context`, `user_metadata`, anything newer) are ignored. `stream` and `time_us`, absent from some
-//! older versions, read as 0 when missing. Actions map to [`EventKind`]s; `snapshot`, `annotate`,
-//! `user_defined` and unknown actions are left out and counted in [`Trace::ignored`].
+//! older versions, read as 0 when missing. Actions map to [`EventKind`]s; `snapshot`, `annotate` and
+//! `user_defined` are left out and counted in [`Trace::ignored`], unknown actions in
+//! [`Trace::unknown_actions`].
 //!
 //! PyTorch records into a ring buffer that drops its oldest entries: a block freed in the trace but never
 //! allocated in it is taken as live from the start and listed in [`Trace::initial_live`].
@@ -33,8 +34,10 @@ pub(crate) struct Snapshot<'a> {
 enum Entry {
     /// An event.
     Event(Event),
-    /// An action outside the event model.
+    /// An action PyTorch writes that is no allocator event.
     NonEvent,
+    /// An action the reader does not know.
+    Unknown,
 }
 
 impl<'a> Snapshot<'a> {
@@ -94,6 +97,7 @@ impl<'a> Snapshot<'a> {
             match self.entry(list, index) {
                 Ok(Entry::Event(event)) => builder.push(at, event)?,
                 Ok(Entry::NonEvent) => builder.ignore(),
+                Ok(Entry::Unknown) => builder.unknown_action(),
                 Err((reason, failed_alloc_addr)) => {
                     let error = Error::BadRecord { name: builder.name().to_owned(), at, reason };
                     builder.reject(error, failed_alloc_addr)?;
@@ -124,7 +128,8 @@ impl<'a> Snapshot<'a> {
                 Symbol::SegmentMap => EventKind::SegmentMap,
                 Symbol::SegmentUnmap => EventKind::SegmentUnmap,
                 Symbol::Oom => EventKind::Oom,
-                _ => return Ok(Entry::NonEvent),
+                Symbol::NonEvent => return Ok(Entry::NonEvent),
+                _ => return Ok(Entry::Unknown),
             },
             Some(other) => return Err((format!("`action` is {}, not a string", other.describe()), None)),
             None => return Err(("the entry has no `action`".to_owned(), None)),

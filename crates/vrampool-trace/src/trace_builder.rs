@@ -16,6 +16,7 @@ pub(crate) struct TraceBuilder<'a> {
     skipped: usize,
     skipped_reasons: Vec<String>,
     ignored: usize,
+    unknown_actions: usize,
 }
 
 impl<'a> TraceBuilder<'a> {
@@ -29,6 +30,7 @@ impl<'a> TraceBuilder<'a> {
             skipped: 0,
             skipped_reasons: Vec::new(),
             ignored: 0,
+            unknown_actions: 0,
         }
     }
 
@@ -80,6 +82,11 @@ impl<'a> TraceBuilder<'a> {
         self.ignored += 1;
     }
 
+    /// Counts a record left out for an action the reader does not know.
+    pub(crate) fn unknown_action(&mut self) {
+        self.unknown_actions += 1;
+    }
+
     /// About how many bytes the trace so far takes.
     pub(crate) fn held_bytes(&self) -> u64 {
         (self.events.capacity() * size_of::<Event>()) as u64 + self.ledger.held_bytes()
@@ -96,6 +103,7 @@ impl<'a> TraceBuilder<'a> {
             skipped: self.skipped,
             skipped_reasons: self.skipped_reasons,
             ignored: self.ignored,
+            unknown_actions: self.unknown_actions,
         }
     }
 }

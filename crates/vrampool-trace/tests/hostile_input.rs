@@ -242,6 +242,23 @@ fn bytes_after_the_pickle_are_an_error() {
 }
 
 #[test]
+fn actions_the_reader_does_not_know_are_counted_apart_from_pytorchs_non_events() {
+    let trace = parse_trace(
+        "actions.pickle",
+        &snapshot(&[
+            entry("alloc", 0x1000, 512, 1),
+            entry("snapshot", 0, 0, 2),
+            entry("defragment", 0x1000, 512, 3),
+            entry("free_completed", 0x1000, 512, 4),
+            entry("teleport", 0, 0, 5),
+        ]),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((trace.events.len(), trace.ignored, trace.unknown_actions), (2, 1, 2));
+}
+
+#[test]
 fn a_long_csv_line_is_a_bad_record_and_errors_quote_a_short_excerpt() {
     let mut log = b"time_us,action,addr,size,stream\n0,alloc,0x1000,256,0\n".to_vec();
     log.extend(std::iter::repeat_n(b'7', 1 << 20));
