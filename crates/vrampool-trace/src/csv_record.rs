@@ -14,6 +14,9 @@ use crate::trace_builder::TraceBuilder;
 /// line is a bad record.
 pub(crate) const MAX_LINE_BYTES: usize = 4096;
 
+/// The most characters of a field or a line that an error message shows.
+const EXCERPT_CHARS: usize = 48;
+
 /// A data line of a CSV log, split at commas, with spaces around each field trimmed.
 pub(crate) struct CsvRecord<'a, const N: usize> {
     /// The fields.
@@ -90,9 +93,13 @@ fn record<const N: usize>(text: &[u8]) -> Result<CsvRecord<'_, N>, String> {
     }
 }
 
-/// The field as text, for messages.
+/// The field (or line) as text, for messages: its first characters only, where it is long.
 pub(crate) fn show(field: &[u8]) -> String {
-    String::from_utf8_lossy(field).into_owned()
+    let text = String::from_utf8_lossy(field);
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.into_owned(),
+    }
 }
 
 /// A decimal `u64`.

@@ -270,6 +270,15 @@ fn a_long_csv_line_is_a_bad_record_and_errors_quote_a_short_excerpt() {
     );
     let trace = parse_trace("long.csv", &log, &ReadOptions::default().lenient(true)).unwrap();
     assert_eq!((trace.events.len(), trace.skipped), (2, 1));
+
+    // Lines and fields that do not parse are quoted by their first characters only.
+    let long_action = "x".repeat(4000);
+    for line in [format!("0,{long_action},0x1,1,0"), format!("0,alloc,0x1,1,0,{long_action}")] {
+        let log = format!("time_us,action,addr,size,stream\n{line}\n");
+        let message = parse_trace("bad.csv", log.as_bytes(), &ReadOptions::default()).unwrap_err().to_string();
+        assert!(message.len() < 200, "{} characters: {message}", message.len());
+        assert!(message.contains("xxx..."), "{message}");
+    }
 }
 
 #[test]
