@@ -3,6 +3,8 @@
 use rustc_hash::FxHashMap;
 use vrampool_trace::{EventKind, Trace};
 
+use crate::error::{Error, Result};
+
 /// One operation of a replay. Allocations are numbered (slots) so the replay needs no address lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -44,7 +46,8 @@ pub struct ReplayPlan {
 impl ReplayPlan {
     /// The plan of `trace`: its allocations and the frees that make blocks reusable (PyTorch's
     /// `free_completed`); segment events, refused allocations and frees of blocks never seen are left out.
-    pub fn from_trace(trace: &Trace) -> Self {
+    /// A trace of more than `u32::MAX` allocations is an error ([`Error::TooManyAllocations`]).
+    pub fn from_trace(trace: &Trace) -> Result<Self> {
         let mut plan = ReplayPlan {
             name: trace.name.clone(),
             events: trace.events.len() as u64,
@@ -57,21 +60,21 @@ impl ReplayPlan {
         let mut slots: FxHashMap<u64, u32> = FxHashMap::default();
         let mut next = 0u32;
         for block in &trace.initial_live {
-            slots.insert(block.addr, next);
-            plan.initial.push(Operation::Alloc { slot: next, size: block.size, stream: block.stream });
-            next += 1;
+            let slot = take_slot(&mut next, &trace.name)?;
+            slots.insert(block.addr, slot);
+            plan.initial.push(Operation::Alloc { slot, size: block.size, stream: block.stream });
         }
         for event in &trace.events {
             match event.kind {
                 EventKind::Alloc if event.size > 0 => {
-                    if let Some(old) = slots.insert(event.addr, next) {
+                    let slot = take_slot(&mut next, &trace.name)?;
+                    if let Some(old) = slots.insert(event.addr, slot) {
                         // An address allocated twice without a free: the trace lost the free.
                         plan.operations.push(Operation::Free { slot: old });
                         plan.times_us.push(event.time_us);
                     }
-                    plan.operations.push(Operation::Alloc { slot: next, size: event.size, stream: event.stream });
+                    plan.operations.push(Operation::Alloc { slot, size: event.size, stream: event.stream });
                     plan.times_us.push(event.time_us);
-                    next += 1;
                 }
                 EventKind::Free => {
                     if let Some(slot) = slots.remove(&event.addr) {
@@ -83,7 +86,7 @@ impl ReplayPlan {
             }
         }
         plan.slots = next;
-        plan
+        Ok(plan)
     }
 
     /// Requested sizes of every allocation, the initial blocks included.
@@ -93,6 +96,14 @@ impl ReplayPlan {
             Operation::Free { .. } => None,
         })
     }
+}
+
+/// The slot numbered `next`, the count of slots taken, and the next one's number: an error when `next` is the
+/// last number (slots are numbered in 32 bits and `u32::MAX` of them are counted in a `u32`).
+fn take_slot(next: &mut u32, trace: &str) -> Result<u32> {
+    let slot = *next;
+    *next = next.checked_add(1).ok_or_else(|| Error::TooManyAllocations { trace: trace.to_owned() })?;
+    Ok(slot)
 }
 
 #[cfg(test)]
@@ -115,7 +126,7 @@ mod tests {
             initial_live: vec![LiveBlock { addr: 0x9000, size: 50, stream: 0 }],
             ..Trace::default()
         };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         assert_eq!(plan.initial, vec![Operation::Alloc { slot: 0, size: 50, stream: 0 }]);
         assert_eq!(
             plan.operations,
@@ -127,5 +138,15 @@ mod tests {
         );
         assert_eq!((plan.slots, plan.events, plan.duration_us), (2, 6, 5));
         assert_eq!(plan.allocation_sizes().collect::<Vec<_>>(), vec![50, 100]);
+    }
+
+    #[test]
+    fn slots_are_numbered_up_to_the_32_bit_count_and_no_further() {
+        let mut next = u32::MAX - 1;
+        assert_eq!(take_slot(&mut next, "t").unwrap(), u32::MAX - 1);
+        assert_eq!(next, u32::MAX);
+        let error = take_slot(&mut next, "t").unwrap_err();
+        assert_eq!(error.to_string(), "t: more than 4294967295 allocations, the most a replay numbers (in 32 bits)");
+        assert_eq!(next, u32::MAX);
     }
 }

@@ -26,7 +26,7 @@ struct AdviceOutput {
 /// Runs the sweep and prints the recommendation.
 pub fn run(args: &AdviseArgs) -> Result<()> {
     let trace = read(&args.trace, &args.options)?;
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace)?;
     let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
     let pytorch = ComparisonRow::pytorch(&trace);
     let best = advice.recommended_result();

@@ -16,7 +16,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let mut rows: Vec<ComparisonRow> = Vec::new();
     for path in traces_or_bundled(&args.traces)? {
         let trace = read(&path, &args.options)?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let mut trace_rows: Vec<ComparisonRow> =
             advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
@@ -87,7 +87,7 @@ mod tests {
             events.push(Event::new(2 * i as i64 + 2, EventKind::Free, addr, (1 + i % 3) << 20, 0));
         }
         let trace = Trace { name: "t".into(), events, ..Trace::default() };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let mut rows: Vec<ComparisonRow> = advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         rows.extend(ComparisonRow::pytorch(&trace));

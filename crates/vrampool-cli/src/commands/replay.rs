@@ -37,7 +37,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     }
     spec.validate(options.capacity)?;
     let trace = read(&args.trace, &args.options)?;
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace)?;
     let result = match &args.events_out {
         None => run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |_| Ok(()))?,
         Some(path) => {

@@ -14,10 +14,10 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     let mut reports = Vec::new();
     for path in traces_or_bundled(&args.traces)? {
         let trace = read(&path, &args.options)?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let pytorch = ComparisonRow::pytorch(&trace);
-        reports.push(TraceReport { trace, advice, pytorch });
+        reports.push(TraceReport { trace, plan, advice, pytorch });
     }
     let html = report_html::render(&reports, args.options.gpu_lag_ms);
     std::fs::write(&args.output, html)

@@ -70,8 +70,8 @@ pub fn page(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
 /// The section of one trace.
 fn trace_section(index: usize, report: &TraceReport) -> String {
     let trace = &report.trace;
-    let plan = ReplayPlan::from_trace(trace);
-    let profile = SizeProfile::of(&plan);
+    let plan = &report.plan;
+    let profile = SizeProfile::of(plan);
     let mut html = format!("<section class=\"trace\" id=\"trace-{index}\">\n<h2>{}</h2>\n", escape(&trace.name));
     let mut meta = format!(
         "{} events, {} requests over {:.1} s",
@@ -112,7 +112,7 @@ fn trace_section(index: usize, report: &TraceReport) -> String {
         grouped(replay_step as u64),
     ));
     html.push_str("<div class=\"panels\">\n");
-    for panel in memory_panels(report, &plan) {
+    for panel in memory_panels(report, plan) {
         html.push_str(&format!("<figure class=\"card\">\n{}</figure>\n", panel.render()));
     }
     html.push_str("</div>\n");
@@ -327,10 +327,10 @@ mod tests {
             }
         }
         let trace = Trace { name: "a <b>&\"trace\"".into(), events, ..Trace::default() };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let pytorch = ComparisonRow::pytorch(&trace);
-        TraceReport { trace, advice, pytorch }
+        TraceReport { trace, plan, advice, pytorch }
     }
 
     /// A trace without segment events (a CSV log) has no figures of PyTorch's: no PyTorch row, panel or
