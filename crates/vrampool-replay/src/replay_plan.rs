@@ -39,7 +39,8 @@ pub struct ReplayPlan {
     pub slots: u32,
     /// Events in the trace.
     pub events: u64,
-    /// Microseconds from the first event to the last.
+    /// Microseconds from the first event to the last: 0 where the last is not later than the first, and
+    /// `i64::MAX` for a longer span.
     pub duration_us: i64,
 }
 
@@ -52,7 +53,7 @@ impl ReplayPlan {
             name: trace.name.clone(),
             events: trace.events.len() as u64,
             duration_us: match (trace.events.first(), trace.events.last()) {
-                (Some(first), Some(last)) => last.time_us - first.time_us,
+                (Some(first), Some(last)) => last.time_us.saturating_sub(first.time_us).max(0),
                 _ => 0,
             },
             ..ReplayPlan::default()
@@ -138,6 +139,20 @@ mod tests {
         );
         assert_eq!((plan.slots, plan.events, plan.duration_us), (2, 6, 5));
         assert_eq!(plan.allocation_sizes().collect::<Vec<_>>(), vec![50, 100]);
+    }
+
+    #[test]
+    fn the_duration_saturates_and_is_never_negative() {
+        let duration = |first: i64, last: i64| {
+            let events = vec![Event::new(first, EventKind::Alloc, 1, 1, 0), Event::new(last, EventKind::Free, 1, 1, 0)];
+            ReplayPlan::from_trace(&Trace { events, ..Trace::default() }).unwrap().duration_us
+        };
+        assert_eq!(duration(i64::MIN, i64::MAX), i64::MAX);
+        assert_eq!(duration(i64::MIN, 0), i64::MAX);
+        assert_eq!(duration(-5, 5), 10);
+        assert_eq!(duration(0, 0), 0);
+        assert_eq!(duration(i64::MAX, i64::MIN), 0);
+        assert_eq!(duration(7, 3), 0);
     }
 
     #[test]
