@@ -3,7 +3,7 @@
 //! nothing wraps (a debug build panics on a wrap, so these tests also catch one that a release build hides).
 
 use vrampool::Strategy;
-use vrampool_replay::{ReplayOptions, ReplayPlan, SizeProfile, advise, candidates};
+use vrampool_replay::{ComparisonRow, ReplayOptions, ReplayPlan, SizeProfile, advise, candidates};
 use vrampool_trace::{Event, EventKind, Trace};
 
 /// A trace of `events`.
@@ -71,6 +71,23 @@ fn times_from_the_lowest_to_the_highest_give_a_duration_that_does_not_wrap() {
     assert_eq!(backwards.duration_us, 0);
     let advice = advise(&backwards, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).unwrap();
     assert!(advice.reason.ends_with("of 1% of the trace's 0.0 s"), "{}", advice.reason);
+}
+
+#[test]
+fn pytorch_figures_of_the_largest_segments_saturate() {
+    // Mapping 2^64 - 1 bytes costs some 10^17 ns in the cost model: a few hundred such calls pass 2^64 ns.
+    let mut events = vec![Event::new(0, EventKind::SegmentAlloc, 0, u64::MAX, 0)];
+    for _ in 0..500 {
+        events.push(Event::new(0, EventKind::SegmentMap, 0, u64::MAX, 0));
+        events.push(Event::new(1, EventKind::SegmentUnmap, 0, u64::MAX, 0));
+    }
+    events.push(Event::new(1, EventKind::SegmentFree, 0, u64::MAX, 0));
+    events.extend(pair(2, 0x1000, u64::MAX, 0));
+    let row = ComparisonRow::pytorch(&trace(events)).unwrap();
+    assert_eq!(row.peak_reserved_bytes, u64::MAX);
+    assert_eq!(row.peak_live_bytes, u64::MAX);
+    assert_eq!(row.backend_calls, Some(1002));
+    assert_eq!(row.driver_time_us, Some(u64::MAX as f64 / 1000.0));
 }
 
 /// The simulated device multiplies its lag by 1000 to count the time the host waits, unchecked
