@@ -1,7 +1,6 @@
 //! `vrampool replay`: one strategy on one trace.
 
 use std::fs::File;
-use std::io::BufWriter;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -43,9 +42,13 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         Some(path) => {
             let write_error = |source| Error::Write { path: path.display().to_string(), source };
             let file = File::create(path).map_err(write_error)?;
-            let mut writer = VrampoolCsvWriter::new(BufWriter::new(file))?;
+            // The writer buffers, and its finish reports what writing the buffer's last bytes met.
+            let mut writer = VrampoolCsvWriter::new(file)?;
             let result = run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |event| writer.write_event(&event))?;
-            writer.finish()?;
+            writer.finish().map_err(|error| match error {
+                vrampool_trace::Error::Write(source) => write_error(source),
+                other => other.into(),
+            })?;
             result
         }
     };
