@@ -1,5 +1,6 @@
 //! Which traces a command reads, and reading them.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use vrampool_trace::{ReadOptions, Trace, read_trace};
@@ -34,7 +35,8 @@ pub fn read(path: &Path, options: &TraceOptions) -> Result<Trace> {
     let read_options = ReadOptions { device: options.device, lenient: options.lenient, ..ReadOptions::default() };
     let trace = read_trace(path, &read_options)?;
     for note in notes(&trace) {
-        eprintln!("{note}");
+        // Where standard error is gone, the notes go unsaid.
+        let _ = writeln!(std::io::stderr(), "{note}");
     }
     Ok(trace)
 }

@@ -1,5 +1,7 @@
 //! `vrampool compare`: each strategy at its best configuration on each trace, beside PyTorch.
 
+use std::io::Write;
+
 use vrampool::Strategy;
 use vrampool_replay::{Advice, ComparisonRow, ReplayPlan, advise};
 
@@ -12,7 +14,7 @@ use crate::table::Table;
 use crate::trace_input::{read, traces_or_bundled};
 
 /// Runs the comparison and prints tables (or JSON).
-pub fn run(args: &CompareArgs) -> Result<()> {
+pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
     let mut rows: Vec<ComparisonRow> = Vec::new();
     for path in traces_or_bundled(&args.traces)? {
         let trace = read(&path, &args.options)?;
@@ -23,12 +25,12 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         trace_rows.extend(ComparisonRow::pytorch(&trace));
         if !args.json {
             let title = format!("{}{}", trace.name, super::lag_note(&args.options));
-            println!("{}", render(&title, &trace_rows, &advice));
+            outln!(out, "{}", render(&title, &trace_rows, &advice))?;
         }
         rows.extend(trace_rows);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("rows are plain data"));
+        outln!(out, "{}", serde_json::to_string_pretty(&rows).expect("rows are plain data"))?;
     }
     Ok(())
 }
