@@ -41,6 +41,10 @@ pub struct TraceOptions {
     /// Skip bad events instead of failing, and say how many were skipped.
     #[arg(long)]
     pub lenient: bool,
+    /// The most content to read from a trace, in bytes or with a unit (decompressed, for a gzipped file):
+    /// 1GiB by default; more is an error.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub max_trace_bytes: Option<u64>,
     /// The simulated device's memory, in bytes or with a unit (141GB by default, an H200).
     #[arg(long, value_parser = parse_size)]
     pub capacity: Option<u64>,
@@ -165,5 +169,22 @@ mod tests {
             let err = replay(&[bad]).unwrap_err().to_string();
             assert!(err.contains("is not a number of milliseconds, 0 or more"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_content_limit_takes_bytes_or_a_unit() {
+        let compare = |extra: &[&str]| {
+            let mut line = vec!["vrampool", "compare"];
+            line.extend_from_slice(extra);
+            match Cli::try_parse_from(line).map(|cli| cli.command) {
+                Ok(Command::Compare(args)) => Ok(args.options.max_trace_bytes),
+                Ok(other) => panic!("{other:?}"),
+                Err(err) => Err(err.to_string()),
+            }
+        };
+        assert_eq!(compare(&[]), Ok(None));
+        assert_eq!(compare(&["--max-trace-bytes", "4GiB"]), Ok(Some(4 << 30)));
+        assert_eq!(compare(&["--max-trace-bytes", "18446744073709551615"]), Ok(Some(u64::MAX)));
+        assert!(compare(&["--max-trace-bytes", "lots"]).unwrap_err().contains("is not a byte count"));
     }
 }

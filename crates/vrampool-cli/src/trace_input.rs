@@ -32,7 +32,10 @@ pub fn traces_or_bundled(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Reads one trace and tells stderr what was skipped, left out or taken as live from the start.
 pub fn read(path: &Path, options: &TraceOptions) -> Result<Trace> {
-    let read_options = ReadOptions { device: options.device, lenient: options.lenient, ..ReadOptions::default() };
+    let mut read_options = ReadOptions { device: options.device, lenient: options.lenient, ..ReadOptions::default() };
+    if let Some(bytes) = options.max_trace_bytes {
+        read_options.max_content_bytes = bytes;
+    }
     let trace = read_trace(path, &read_options)?;
     for note in notes(&trace) {
         // Where standard error is gone, the notes go unsaid.

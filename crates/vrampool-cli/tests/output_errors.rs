@@ -1,30 +1,12 @@
 //! What the command does when its output cannot be written: an error and status 1 for a file or a full
 //! disk, a quiet end for a reader that closed the pipe.
 
+mod common;
+
 use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-/// A small vrampool CSV log, written into the target directory as `name`.
-fn small_log(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let mut log = String::from("time_us,action,addr,size,stream\n");
-    for i in 0..50u64 {
-        log.push_str(&format!("{},alloc,{:#x},{},0\n", 2 * i, 0x1000 * (i % 4 + 1), 4096 * (i % 3 + 1)));
-        log.push_str(&format!("{},free,{:#x},{},0\n", 2 * i + 1, 0x1000 * (i % 4 + 1), 4096 * (i % 3 + 1)));
-    }
-    std::fs::write(&path, log).unwrap();
-    path
-}
-
-fn vrampool(args: &[&str], stdout: Stdio) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vrampool"))
-        .args(args)
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .output()
-        .expect("the command runs")
-}
+use common::{small_log, vrampool};
 
 #[test]
 fn an_event_log_that_cannot_be_written_is_an_error() {
