@@ -382,4 +382,31 @@ mod tests {
         assert!(html.contains("<p>No traces.</p>"));
         assert!(!html.contains("<svg"));
     }
+
+    /// Sizes of 2^63 and 2^64 - 1 bytes, segments of 2^64 - 1 bytes, times from -2^63 to 2^63 - 1: the page
+    /// renders with figures that did not wrap.
+    #[test]
+    fn a_trace_at_the_edges_of_its_numbers_renders() {
+        let max = u64::MAX;
+        let events = vec![
+            Event::new(i64::MIN, EventKind::SegmentAlloc, 0, max, 0),
+            Event::new(i64::MIN + 1, EventKind::Alloc, max, max, max),
+            Event::new(-5, EventKind::Alloc, 0x1000, 1, 0),
+            Event::new(0, EventKind::SegmentMap, 0x10, max, 0),
+            Event::new(1, EventKind::Alloc, 0x2000, 1 << 63, 0),
+            Event::new(2, EventKind::Free, 0x2000, 1 << 63, 0),
+            Event::new(3, EventKind::SegmentUnmap, 0x10, max, 0),
+            Event::new(4, EventKind::Oom, max, max, 0),
+            Event::new(i64::MAX - 1, EventKind::Free, max, max, max),
+            Event::new(i64::MAX, EventKind::SegmentFree, 0, max, 0),
+            Event::new(i64::MAX, EventKind::Free, 0x1000, 1, 0),
+        ];
+        let trace = Trace { name: "edges".into(), events, ..Trace::default() };
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
+        let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
+        let pytorch = ComparisonRow::pytorch(&trace);
+        let html = page(&[TraceReport { trace, plan, advice, pytorch }], 0.0);
+        assert!(html.contains("over 9223372036854.8 s"), "the trace's whole duration");
+        assert!(!html.contains("NaN") && !html.contains("-9223372036854"), "no figure that did not compute or wrapped");
+    }
 }
