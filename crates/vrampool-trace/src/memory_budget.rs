@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 pub(crate) const MEMORY_FLOOR_BYTES: u64 = 64 << 20;
 
 /// Memory a read may hold per byte read from the file (a compressed byte, for a gzipped file). The bundled
-/// snapshots need about 30 (gzip expands them 11- to 13-fold).
+/// snapshots need at most 23 (gzip expands them 11- to 13-fold).
 pub(crate) const MEMORY_PER_FILE_BYTE: u64 = 256;
 
 /// Held bytes are checked against the budget at least this often: every this many content bytes decoded or
