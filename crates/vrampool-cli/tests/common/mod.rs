@@ -26,3 +26,10 @@ pub fn vrampool(args: &[&str], stdout: Stdio) -> Output {
         .output()
         .expect("the command runs")
 }
+
+/// Checks that the command ended with status 1 and an error whose message starts with `message`.
+pub fn assert_error(output: &Output, message: &str, what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
+    assert!(stderr.starts_with(&format!("error: {message}")), "{what}: {stderr}");
+}
