@@ -46,7 +46,8 @@ pub struct ReplayPlan {
 
 impl ReplayPlan {
     /// The plan of `trace`: its allocations and the frees that make blocks reusable (PyTorch's
-    /// `free_completed`); segment events, refused allocations and frees of blocks never seen are left out.
+    /// `free_completed`); segment events, refused allocations, zero-byte allocations and frees, and frees of
+    /// blocks never seen are left out.
     /// A trace of more than `u32::MAX` allocations is an error ([`Error::TooManyAllocations`]).
     pub fn from_trace(trace: &Trace) -> Result<Self> {
         let mut plan = ReplayPlan {
@@ -77,7 +78,7 @@ impl ReplayPlan {
                     plan.operations.push(Operation::Alloc { slot, size: event.size, stream: event.stream });
                     plan.times_us.push(event.time_us);
                 }
-                EventKind::Free => {
+                EventKind::Free if event.size > 0 => {
                     if let Some(slot) = slots.remove(&event.addr) {
                         plan.operations.push(Operation::Free { slot });
                         plan.times_us.push(event.time_us);
@@ -163,5 +164,23 @@ mod tests {
         let error = take_slot(&mut next, "t").unwrap_err();
         assert_eq!(error.to_string(), "t: more than 4294967295 allocations, the most a replay numbers (in 32 bits)");
         assert_eq!(next, u32::MAX);
+    }
+
+    #[test]
+    fn a_zero_byte_free_at_a_blocks_address_leaves_the_block_live() {
+        let trace = Trace {
+            events: vec![
+                Event::new(0, EventKind::Alloc, 0x1000, 512, 0),
+                Event::new(1, EventKind::Free, 0x1000, 0, 0),
+                Event::new(2, EventKind::Free, 0x1000, 512, 0),
+            ],
+            ..Trace::default()
+        };
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
+        assert_eq!(
+            plan.operations,
+            vec![Operation::Alloc { slot: 0, size: 512, stream: 0 }, Operation::Free { slot: 0 }]
+        );
+        assert_eq!(plan.times_us, vec![0, 2]);
     }
 }

@@ -9,7 +9,8 @@ use crate::format::TraceFormat;
 ///
 /// Every read trace is consistent: each `Free` or `FreeRequested` matches a block that is live (allocated
 /// earlier in `events`, or listed in `initial_live`), no block is freed twice and no address is allocated
-/// while a block there is live. Events with actions outside [`crate::EventKind`] are left out: PyTorch's
+/// while a block there is live. Zero-byte allocations and frees are kept but not tracked (allocators may
+/// hand out one address for all of them), and replays and baselines leave them out. Events with actions outside [`crate::EventKind`] are left out: PyTorch's
 /// `snapshot`, `annotate` and `user_defined` are counted in `ignored`, actions the reader does not know in
 /// `unknown_actions`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
