@@ -4,6 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The furthest a simulated GPU may run behind the program, in milliseconds: a minute, far past any real
+/// GPU's lag. The simulated device counts the time the program waits for it in nanoseconds, which a lag of
+/// centuries would overflow.
+const MAX_GPU_LAG_MS: f64 = 60_000.0;
+
 /// vrampool: a GPU memory pool. Replay real allocation traces through its strategies on a simulated H200,
 /// compare them with PyTorch's allocator, and find the strategy and configuration a workload needs.
 #[derive(Debug, Parser)]
@@ -41,21 +46,25 @@ pub struct TraceOptions {
     /// Skip bad events instead of failing, and say how many were skipped.
     #[arg(long)]
     pub lenient: bool,
+    /// The most content to read from a trace, in bytes or with a unit (decompressed, for a gzipped file):
+    /// 1GiB by default; more is an error.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub max_trace_bytes: Option<u64>,
     /// The simulated device's memory, in bytes or with a unit (141GB by default, an H200).
     #[arg(long, value_parser = parse_size)]
     pub capacity: Option<u64>,
     /// How far the simulated GPU runs behind the program, in milliseconds of trace time: memory freed is
     /// known idle (and its pages free to move) only this long after the free. 0 (the default) simulates an
-    /// idle GPU.
+    /// idle GPU; at most 60000 (a minute).
     #[arg(long, value_name = "MS", default_value_t = 0.0, value_parser = parse_lag_ms)]
     pub gpu_lag_ms: f64,
 }
 
-/// A lag in milliseconds: a finite number, 0 or more.
+/// A lag in milliseconds: a number from 0 to [`MAX_GPU_LAG_MS`].
 fn parse_lag_ms(text: &str) -> std::result::Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
-        _ => Err(format!("`{text}` is not a number of milliseconds, 0 or more")),
+        Ok(ms) if (0.0..=MAX_GPU_LAG_MS).contains(&ms) => Ok(ms),
+        _ => Err(format!("`{text}` is not a number of milliseconds from 0 to {MAX_GPU_LAG_MS}")),
     }
 }
 
@@ -151,7 +160,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gpu_lag_is_milliseconds_zero_or_more_and_defaults_to_an_idle_gpu() {
+    fn the_gpu_lag_is_milliseconds_from_zero_to_a_minute_and_defaults_to_an_idle_gpu() {
         let replay = |extra: &[&str]| {
             let mut line = vec!["vrampool", "replay", "t.pickle.gz", "--strategy", "dynamic"];
             line.extend_from_slice(extra);
@@ -161,9 +170,28 @@ mod tests {
         assert_eq!(args.options.gpu_lag_ms, 0.0);
         let Command::Replay(args) = replay(&["--gpu-lag-ms", "2.5"]).unwrap().command else { panic!() };
         assert_eq!(args.options.gpu_lag_ms, 2.5);
-        for bad in ["--gpu-lag-ms=-1", "--gpu-lag-ms=NaN", "--gpu-lag-ms=inf", "--gpu-lag-ms=soon"] {
-            let err = replay(&[bad]).unwrap_err().to_string();
-            assert!(err.contains("is not a number of milliseconds, 0 or more"), "{bad}: {err}");
+        let Command::Replay(args) = replay(&["--gpu-lag-ms", "60000"]).unwrap().command else { panic!() };
+        assert_eq!(args.options.gpu_lag_ms, 60_000.0);
+        for bad in ["-1", "NaN", "inf", "soon", "60000.5", "1e300"] {
+            let err = replay(&[&format!("--gpu-lag-ms={bad}")]).unwrap_err().to_string();
+            assert!(err.contains("is not a number of milliseconds from 0 to 60000"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_content_limit_takes_bytes_or_a_unit() {
+        let compare = |extra: &[&str]| {
+            let mut line = vec!["vrampool", "compare"];
+            line.extend_from_slice(extra);
+            match Cli::try_parse_from(line).map(|cli| cli.command) {
+                Ok(Command::Compare(args)) => Ok(args.options.max_trace_bytes),
+                Ok(other) => panic!("{other:?}"),
+                Err(err) => Err(err.to_string()),
+            }
+        };
+        assert_eq!(compare(&[]), Ok(None));
+        assert_eq!(compare(&["--max-trace-bytes", "4GiB"]), Ok(Some(4 << 30)));
+        assert_eq!(compare(&["--max-trace-bytes", "18446744073709551615"]), Ok(Some(u64::MAX)));
+        assert!(compare(&["--max-trace-bytes", "lots"]).unwrap_err().contains("is not a byte count"));
     }
 }

@@ -18,6 +18,9 @@ pub enum Error {
     /// Arguments that contradict each other or name nothing.
     #[error("{0}")]
     Usage(String),
+    /// The command's output (standard output) could not be written.
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
     /// A file could not be written.
     #[error("{path}: {source}")]
     Write {

@@ -1,5 +1,6 @@
 //! Which traces a command reads, and reading them.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use vrampool_trace::{ReadOptions, Trace, read_trace};
@@ -29,23 +30,72 @@ pub fn traces_or_bundled(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     if paths.is_empty() { bundled_traces() } else { Ok(paths.to_vec()) }
 }
 
-/// Reads one trace and tells stderr what was skipped or taken as live from the start.
+/// Reads one trace and tells stderr what was skipped, left out or taken as live from the start.
 pub fn read(path: &Path, options: &TraceOptions) -> Result<Trace> {
-    let read_options = ReadOptions { device: options.device, lenient: options.lenient };
+    let mut read_options = ReadOptions { device: options.device, lenient: options.lenient, ..ReadOptions::default() };
+    if let Some(bytes) = options.max_trace_bytes {
+        read_options.max_content_bytes = bytes;
+    }
     let trace = read_trace(path, &read_options)?;
+    for note in notes(&trace) {
+        // Where standard error is gone, the notes go unsaid.
+        let _ = writeln!(std::io::stderr(), "{note}");
+    }
+    Ok(trace)
+}
+
+/// What a reader of the command should know of how `trace` was read: events skipped as bad, entries of
+/// unknown actions left out, blocks taken as live from the start.
+fn notes(trace: &Trace) -> Vec<String> {
+    let mut notes = Vec::new();
     if trace.skipped > 0 {
-        eprintln!("{}: skipped {} bad events (--lenient)", trace.name, trace.skipped);
-        for reason in &trace.skipped_reasons {
-            eprintln!("  {reason}");
-        }
+        notes.push(format!("{}: skipped {} bad events (--lenient)", trace.name, trace.skipped));
+        notes.extend(trace.skipped_reasons.iter().map(|reason| format!("  {reason}")));
+    }
+    if trace.unknown_actions > 0 {
+        notes.push(format!(
+            "{}: left out {} entries whose action this reader does not know",
+            trace.name, trace.unknown_actions
+        ));
     }
     if !trace.initial_live.is_empty() {
-        eprintln!(
+        notes.push(format!(
             "{}: {} blocks freed but never allocated in the trace (its ring buffer dropped their allocation) \
              are taken as live from the start",
             trace.name,
             trace.initial_live.len()
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use vrampool_trace::LiveBlock;
+
+    use super::*;
+
+    #[test]
+    fn skipped_events_unknown_actions_and_blocks_live_from_the_start_are_told() {
+        let quiet = Trace { name: "t".into(), ignored: 5, ..Trace::default() };
+        assert!(notes(&quiet).is_empty(), "{:?}", notes(&quiet));
+        let trace = Trace {
+            name: "t".into(),
+            skipped: 2,
+            skipped_reasons: vec!["t: line 3: bad".into()],
+            unknown_actions: 4,
+            initial_live: vec![LiveBlock { addr: 1, size: 2, stream: 0 }],
+            ..Trace::default()
+        };
+        assert_eq!(
+            notes(&trace),
+            [
+                "t: skipped 2 bad events (--lenient)",
+                "  t: line 3: bad",
+                "t: left out 4 entries whose action this reader does not know",
+                "t: 1 blocks freed but never allocated in the trace (its ring buffer dropped their allocation) are \
+                 taken as live from the start",
+            ]
         );
     }
-    Ok(trace)
 }

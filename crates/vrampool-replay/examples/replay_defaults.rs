@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for path in paths {
         let trace = vrampool_trace::read_trace(&path, &Default::default())?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let pytorch = ComparisonRow::pytorch(&trace).map_or_else(
             || "no PyTorch figures".into(),
             |p| {

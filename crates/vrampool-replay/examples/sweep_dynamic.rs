@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces");
     for name in ["resnet_train_fixed", "gpt_train_varlen", "gpt_serve"] {
         let trace = vrampool_trace::read_trace(format!("{dir}/{name}.pickle.gz"), &Default::default())?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         println!("{name}");
         for growth in [1.01, 1.05, 1.1, 1.25, 1.5] {
             for reclaim in [true, false] {

@@ -202,7 +202,7 @@ mod tests {
     use super::*;
 
     fn plan(events: Vec<Event>) -> ReplayPlan {
-        ReplayPlan::from_trace(&Trace { name: "t".into(), events, ..Trace::default() })
+        ReplayPlan::from_trace(&Trace { name: "t".into(), events, ..Trace::default() }).unwrap()
     }
 
     #[test]

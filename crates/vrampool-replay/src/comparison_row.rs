@@ -70,19 +70,19 @@ impl ComparisonRow {
             match event.kind {
                 EventKind::SegmentAlloc => {
                     calls += 1;
-                    driver_ns += cost.segment_alloc(event.size);
+                    driver_ns = driver_ns.saturating_add(cost.segment_alloc(event.size));
                 }
                 EventKind::SegmentFree => {
                     calls += 1;
-                    driver_ns += cost.segment_free(event.size);
+                    driver_ns = driver_ns.saturating_add(cost.segment_free(event.size));
                 }
                 EventKind::SegmentMap => {
                     calls += 1;
-                    driver_ns += cost.map(event.size.div_ceil(GRANULARITY), GRANULARITY);
+                    driver_ns = driver_ns.saturating_add(cost.map(event.size.div_ceil(GRANULARITY), GRANULARITY));
                 }
                 EventKind::SegmentUnmap => {
                     calls += 1;
-                    driver_ns += cost.unmap(event.size.div_ceil(GRANULARITY), GRANULARITY);
+                    driver_ns = driver_ns.saturating_add(cost.unmap(event.size.div_ceil(GRANULARITY), GRANULARITY));
                 }
                 EventKind::Oom => ooms += 1,
                 _ => {}

@@ -24,6 +24,12 @@ pub enum Error {
     /// The pool's event log could not be written.
     #[error("writing the event log: {0}")]
     EventLog(vrampool_trace::Error),
+    /// A trace with more allocations than a replay numbers.
+    #[error("{trace}: more than {} allocations, the most a replay numbers (in 32 bits)", u32::MAX)]
+    TooManyAllocations {
+        /// The trace's name.
+        trace: String,
+    },
     /// A trace to advise on allocates nothing: every strategy would reserve only its initial memory.
     #[error("{trace}: no allocation in the trace (events: {events}): nothing to compare or advise on")]
     NoAllocations {

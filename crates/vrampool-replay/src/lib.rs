@@ -13,7 +13,7 @@
 //! use vrampool_replay::{ReplayOptions, ReplayPlan, replay};
 //!
 //! let trace = vrampool_trace::read_trace("traces/resnet_train_fixed.pickle.gz", &Default::default())?;
-//! let plan = ReplayPlan::from_trace(&trace);
+//! let plan = ReplayPlan::from_trace(&trace)?;
 //! let result = replay(&plan, &PoolSpec::parse("strategy=dynamic,growth_factor=1.1")?, &ReplayOptions::default())?;
 //! println!("utilization {:.3}", result.utilization);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

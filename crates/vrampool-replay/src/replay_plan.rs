@@ -3,6 +3,8 @@
 use rustc_hash::FxHashMap;
 use vrampool_trace::{EventKind, Trace};
 
+use crate::error::{Error, Result};
+
 /// One operation of a replay. Allocations are numbered (slots) so the replay needs no address lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -37,19 +39,22 @@ pub struct ReplayPlan {
     pub slots: u32,
     /// Events in the trace.
     pub events: u64,
-    /// Microseconds from the first event to the last.
+    /// Microseconds from the first event to the last: 0 where the last is not later than the first, and
+    /// `i64::MAX` for a longer span.
     pub duration_us: i64,
 }
 
 impl ReplayPlan {
     /// The plan of `trace`: its allocations and the frees that make blocks reusable (PyTorch's
-    /// `free_completed`); segment events, refused allocations and frees of blocks never seen are left out.
-    pub fn from_trace(trace: &Trace) -> Self {
+    /// `free_completed`); segment events, refused allocations, zero-byte allocations and frees, and frees of
+    /// blocks never seen are left out.
+    /// A trace of more than `u32::MAX` allocations is an error ([`Error::TooManyAllocations`]).
+    pub fn from_trace(trace: &Trace) -> Result<Self> {
         let mut plan = ReplayPlan {
             name: trace.name.clone(),
             events: trace.events.len() as u64,
             duration_us: match (trace.events.first(), trace.events.last()) {
-                (Some(first), Some(last)) => last.time_us - first.time_us,
+                (Some(first), Some(last)) => last.time_us.saturating_sub(first.time_us).max(0),
                 _ => 0,
             },
             ..ReplayPlan::default()
@@ -57,23 +62,23 @@ impl ReplayPlan {
         let mut slots: FxHashMap<u64, u32> = FxHashMap::default();
         let mut next = 0u32;
         for block in &trace.initial_live {
-            slots.insert(block.addr, next);
-            plan.initial.push(Operation::Alloc { slot: next, size: block.size, stream: block.stream });
-            next += 1;
+            let slot = take_slot(&mut next, &trace.name)?;
+            slots.insert(block.addr, slot);
+            plan.initial.push(Operation::Alloc { slot, size: block.size, stream: block.stream });
         }
         for event in &trace.events {
             match event.kind {
                 EventKind::Alloc if event.size > 0 => {
-                    if let Some(old) = slots.insert(event.addr, next) {
+                    let slot = take_slot(&mut next, &trace.name)?;
+                    if let Some(old) = slots.insert(event.addr, slot) {
                         // An address allocated twice without a free: the trace lost the free.
                         plan.operations.push(Operation::Free { slot: old });
                         plan.times_us.push(event.time_us);
                     }
-                    plan.operations.push(Operation::Alloc { slot: next, size: event.size, stream: event.stream });
+                    plan.operations.push(Operation::Alloc { slot, size: event.size, stream: event.stream });
                     plan.times_us.push(event.time_us);
-                    next += 1;
                 }
-                EventKind::Free => {
+                EventKind::Free if event.size > 0 => {
                     if let Some(slot) = slots.remove(&event.addr) {
                         plan.operations.push(Operation::Free { slot });
                         plan.times_us.push(event.time_us);
@@ -83,7 +88,7 @@ impl ReplayPlan {
             }
         }
         plan.slots = next;
-        plan
+        Ok(plan)
     }
 
     /// Requested sizes of every allocation, the initial blocks included.
@@ -93,6 +98,14 @@ impl ReplayPlan {
             Operation::Free { .. } => None,
         })
     }
+}
+
+/// The slot numbered `next`, the count of slots taken, and the next one's number: an error when `next` is the
+/// last number (slots are numbered in 32 bits and `u32::MAX` of them are counted in a `u32`).
+fn take_slot(next: &mut u32, trace: &str) -> Result<u32> {
+    let slot = *next;
+    *next = next.checked_add(1).ok_or_else(|| Error::TooManyAllocations { trace: trace.to_owned() })?;
+    Ok(slot)
 }
 
 #[cfg(test)]
@@ -115,7 +128,7 @@ mod tests {
             initial_live: vec![LiveBlock { addr: 0x9000, size: 50, stream: 0 }],
             ..Trace::default()
         };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         assert_eq!(plan.initial, vec![Operation::Alloc { slot: 0, size: 50, stream: 0 }]);
         assert_eq!(
             plan.operations,
@@ -127,5 +140,47 @@ mod tests {
         );
         assert_eq!((plan.slots, plan.events, plan.duration_us), (2, 6, 5));
         assert_eq!(plan.allocation_sizes().collect::<Vec<_>>(), vec![50, 100]);
+    }
+
+    #[test]
+    fn the_duration_saturates_and_is_never_negative() {
+        let duration = |first: i64, last: i64| {
+            let events = vec![Event::new(first, EventKind::Alloc, 1, 1, 0), Event::new(last, EventKind::Free, 1, 1, 0)];
+            ReplayPlan::from_trace(&Trace { events, ..Trace::default() }).unwrap().duration_us
+        };
+        assert_eq!(duration(i64::MIN, i64::MAX), i64::MAX);
+        assert_eq!(duration(i64::MIN, 0), i64::MAX);
+        assert_eq!(duration(-5, 5), 10);
+        assert_eq!(duration(0, 0), 0);
+        assert_eq!(duration(i64::MAX, i64::MIN), 0);
+        assert_eq!(duration(7, 3), 0);
+    }
+
+    #[test]
+    fn slots_are_numbered_up_to_the_32_bit_count_and_no_further() {
+        let mut next = u32::MAX - 1;
+        assert_eq!(take_slot(&mut next, "t").unwrap(), u32::MAX - 1);
+        assert_eq!(next, u32::MAX);
+        let error = take_slot(&mut next, "t").unwrap_err();
+        assert_eq!(error.to_string(), "t: more than 4294967295 allocations, the most a replay numbers (in 32 bits)");
+        assert_eq!(next, u32::MAX);
+    }
+
+    #[test]
+    fn a_zero_byte_free_at_a_blocks_address_leaves_the_block_live() {
+        let trace = Trace {
+            events: vec![
+                Event::new(0, EventKind::Alloc, 0x1000, 512, 0),
+                Event::new(1, EventKind::Free, 0x1000, 0, 0),
+                Event::new(2, EventKind::Free, 0x1000, 512, 0),
+            ],
+            ..Trace::default()
+        };
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
+        assert_eq!(
+            plan.operations,
+            vec![Operation::Alloc { slot: 0, size: 512, stream: 0 }, Operation::Free { slot: 0 }]
+        );
+        assert_eq!(plan.times_us, vec![0, 2]);
     }
 }

@@ -16,8 +16,9 @@ pub struct SizeProfile {
     pub requests: u64,
 }
 
+/// `size` rounded up to [`UNIT`]; `u64::MAX` for a size within a unit of 2^64, which no pool serves.
 fn span(size: u64) -> u64 {
-    size.div_ceil(UNIT) * UNIT
+    size.checked_next_multiple_of(UNIT).unwrap_or(u64::MAX)
 }
 
 impl SizeProfile {
@@ -113,5 +114,20 @@ mod tests {
         assert_eq!(SizeProfile::peak_live_up_to(&p, 256), 2);
         assert_eq!(SizeProfile::peak_live_up_to(&p, 4096), 3);
         assert_eq!(SizeProfile::peak_live_up_to(&p, 1 << 20), 4);
+    }
+
+    #[test]
+    fn sizes_at_the_top_of_the_range_round_to_the_top_not_to_zero() {
+        assert_eq!((span(0), span(1), span(256), span(257)), (0, 256, 256, 512));
+        assert_eq!(span(1 << 63), 1 << 63);
+        assert_eq!(span(u64::MAX - 255), u64::MAX - 255);
+        assert_eq!((span(u64::MAX - 254), span(u64::MAX)), (u64::MAX, u64::MAX));
+        let alloc = |slot, size| Operation::Alloc { slot, size, stream: 0 };
+        let p = plan(vec![alloc(0, u64::MAX), alloc(1, 1 << 63), alloc(2, 0)]);
+        let profile = SizeProfile::of(&p);
+        assert_eq!(profile.counts, vec![(0, 1), (1 << 63, 1), (u64::MAX, 1)]);
+        assert_eq!(profile.percentile(1.0), u64::MAX);
+        assert_eq!(SizeProfile::peak_live_up_to(&p, u64::MAX), 3);
+        assert_eq!(SizeProfile::peak_live_up_to(&p, 256), 1);
     }
 }

@@ -13,7 +13,7 @@ fn bundled(name: &str) -> PathBuf {
 #[test]
 fn waits_for_idle_pages_block_for_at_most_the_lag_each() {
     let trace = vrampool_trace::read_trace(bundled("resnet_train_fixed.pickle.gz"), &Default::default()).unwrap();
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace).unwrap();
     let hybrid = PoolSpec::parse("strategy=hybrid,page_size=16MiB").unwrap();
     let idle = replay(&plan, &hybrid, &ReplayOptions::default()).unwrap();
     assert_eq!((idle.stats.event_waits, idle.stats.synchronizations, idle.host_blocked_us), (0, 0, 0.0));
@@ -37,7 +37,7 @@ fn waits_for_idle_pages_block_for_at_most_the_lag_each() {
 #[test]
 fn aliasing_pages_in_use_blocks_for_less_than_waiting_for_them() {
     let trace = vrampool_trace::read_trace(bundled("resnet_train_fixed.pickle.gz"), &Default::default()).unwrap();
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace).unwrap();
     let behind = ReplayOptions { gpu_lag_us: 5_000, ..ReplayOptions::default() };
     let run = |config: &str| replay(&plan, &PoolSpec::parse(config).unwrap(), &behind).unwrap();
     let aliasing = run("strategy=hybrid,page_size=16MiB");

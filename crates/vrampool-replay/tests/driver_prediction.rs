@@ -25,7 +25,7 @@ fn fixed_pool_replays_predict_the_drivers_peak_to_the_byte() {
     ];
     for (trace, config, driver_peak) in measured {
         let trace_data = vrampool_trace::read_trace(bundled(trace), &Default::default()).unwrap();
-        let plan = ReplayPlan::from_trace(&trace_data);
+        let plan = ReplayPlan::from_trace(&trace_data).unwrap();
         let result = replay(&plan, &PoolSpec::parse(config).unwrap(), &ReplayOptions::default()).unwrap();
         assert_eq!(result.peak_reserved_bytes, driver_peak, "{trace} with {config}");
     }
@@ -40,7 +40,7 @@ fn fixed_pool_replays_predict_the_drivers_peak_to_the_byte() {
 #[test]
 fn a_lagging_simulated_gpu_predicts_what_a_busy_gpu_reserves() {
     let trace = vrampool_trace::read_trace(bundled("resnet_train_fixed.pickle.gz"), &Default::default()).unwrap();
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace).unwrap();
     let peak_mib = |config: &str, lag_us: u64| {
         let options = ReplayOptions { gpu_lag_us: lag_us, ..ReplayOptions::default() };
         replay(&plan, &PoolSpec::parse(config).unwrap(), &options).unwrap().peak_reserved_bytes >> 20

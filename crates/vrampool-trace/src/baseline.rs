@@ -53,6 +53,8 @@ impl PytorchBaseline {
         visit(0, live, reserved);
         for (index, event) in trace.events.iter().enumerate() {
             match event.kind {
+                // Zero-byte allocations and frees are not tracked, as the readers do not track them.
+                EventKind::Alloc | EventKind::Free if event.size == 0 => {}
                 EventKind::Alloc => {
                     if let Some(old) = sizes.insert(event.addr, event.size) {
                         live = live.saturating_sub(old);
@@ -152,5 +154,19 @@ mod tests {
         assert_eq!(baseline.peak_reserved_bytes, 300);
         assert_eq!(baseline.peak_live_bytes, 120);
         assert_eq!(baseline.utilization(), Some(0.4));
+    }
+
+    #[test]
+    fn zero_byte_allocations_and_frees_change_no_live_bytes() {
+        let trace = Trace {
+            events: vec![
+                Event::new(0, EventKind::Alloc, 0x10, 100, 0),
+                Event::new(1, EventKind::Alloc, 0x10, 0, 0),
+                Event::new(2, EventKind::Free, 0x10, 0, 0),
+                Event::new(3, EventKind::Alloc, 0x20, 50, 0),
+            ],
+            ..Trace::default()
+        };
+        assert_eq!(PytorchBaseline::of(&trace).peak_live_bytes, 150);
     }
 }

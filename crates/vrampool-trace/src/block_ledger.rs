@@ -79,6 +79,12 @@ impl BlockLedger {
         }
     }
 
+    /// About how many bytes the ledger takes.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        let blocks = self.blocks.capacity() * (size_of::<(u64, Block)>() + 1);
+        (blocks + self.initial_live.capacity() * size_of::<LiveBlock>()) as u64
+    }
+
     /// The blocks found live from the start, in the order their frees appear.
     pub(crate) fn into_initial_live(self) -> Vec<LiveBlock> {
         self.initial_live
@@ -109,11 +115,11 @@ impl BlockLedger {
     }
 
     fn free(&mut self, name: &str, at: Location, event: &Event, to: State) -> Result<()> {
+        if event.size == 0 {
+            return Ok(());
+        }
         let addr = event.addr;
         let Some(block) = self.blocks.get_mut(&addr) else {
-            if event.size == 0 {
-                return Ok(());
-            }
             return match self.unknown_free {
                 UnknownFree::LiveFromStart => {
                     self.initial_live.push(LiveBlock { addr, size: event.size, stream: event.stream });
@@ -126,7 +132,6 @@ impl BlockLedger {
             };
         };
         match block.state {
-            State::Freed if event.size == 0 => Ok(()),
             State::Freed => Err(Error::DoubleFree { name: name.to_owned(), at, addr, freed_at: block.freed_at }),
             State::FreeRequested if to == State::FreeRequested => {
                 Err(Error::DoubleFree { name: name.to_owned(), at, addr, freed_at: block.freed_at })

@@ -2,16 +2,23 @@
 //! logs use.
 
 use crate::block_ledger::UnknownFree;
+use crate::content::{Content, Line};
 use crate::error::{Error, Location};
 use crate::event::Event;
 use crate::format::TraceFormat;
+use crate::memory_budget;
 use crate::trace::Trace;
 use crate::trace_builder::TraceBuilder;
 
+/// The longest line a CSV log may have, newline excluded: its lines hold five or six short fields. A longer
+/// line is a bad record.
+pub(crate) const MAX_LINE_BYTES: usize = 4096;
+
+/// The most characters of a field or a line that an error message shows.
+const EXCERPT_CHARS: usize = 48;
+
 /// A data line of a CSV log, split at commas, with spaces around each field trimmed.
 pub(crate) struct CsvRecord<'a, const N: usize> {
-    /// The 1-based line number.
-    pub(crate) line: u64,
     /// The fields.
     pub(crate) fields: [&'a [u8]; N],
 }
@@ -20,22 +27,44 @@ pub(crate) struct CsvRecord<'a, const N: usize> {
 /// address was read, that address.
 pub(crate) type Parsed = Result<Event, (String, Option<u64>)>;
 
-/// Reads the CSV log `content` of the trace named `name` in `format`, each record of `N` fields made an event
-/// by `parse`; `line_bytes` is about the length of a line, to size the trace up front.
+/// Reads the CSV log that is the whole of `content` in `format`: after its header line (the first line that
+/// is not blank), each record of `N` fields made an event by `parse`. Blank lines are skipped.
 pub(crate) fn read_trace<const N: usize>(
-    name: &str,
-    content: &[u8],
+    content: &mut Content<'_>,
     lenient: bool,
     format: TraceFormat,
-    line_bytes: usize,
     mut parse: impl FnMut(&CsvRecord<'_, N>) -> Parsed,
 ) -> crate::error::Result<Trace> {
-    let mut builder = TraceBuilder::new(name, lenient, UnknownFree::Reject, content.len() / line_bytes);
-    for record in records::<N>(content) {
-        let (line, parsed) = match record {
-            Ok(record) => (record.line, parse(&record)),
-            Err((line, reason)) => (line, Err((reason, None))),
+    let name = content.name();
+    let mut builder = TraceBuilder::new(name, lenient, UnknownFree::Reject, 0);
+    if content.peek(3)? == b"\xef\xbb\xbf" {
+        content.skip(3)?;
+    }
+    let mut header_seen = false;
+    let mut line = 0u64;
+    loop {
+        if line % memory_budget::CHECK_EVERY == 0 {
+            memory_budget::check(name, builder.held_bytes(), content.file_bytes())?;
+        }
+        line += 1;
+        let text = match content.line(MAX_LINE_BYTES)? {
+            Line::End => break,
+            Line::Ended(text) | Line::Last(text) => text.trim_ascii(),
+            Line::TooLong => {
+                content.skip_line()?;
+                if std::mem::replace(&mut header_seen, true) {
+                    let reason =
+                        format!("the line is longer than {MAX_LINE_BYTES} bytes, the most a CSV log's line may have");
+                    builder
+                        .reject(Error::BadRecord { name: name.to_owned(), at: Location::Line(line), reason }, None)?;
+                }
+                continue;
+            }
         };
+        if text.is_empty() || !std::mem::replace(&mut header_seen, true) {
+            continue;
+        }
+        let parsed = record::<N>(text).map_err(|reason| (reason, None)).and_then(|record| parse(&record));
         let at = Location::Line(line);
         match parsed {
             Ok(event) => builder.push(at, event)?,
@@ -47,39 +76,30 @@ pub(crate) fn read_trace<const N: usize>(
     Ok(builder.finish(format, 0))
 }
 
-/// The data lines of a CSV log after its header line (blank lines are skipped): each a record of `N` fields,
-/// or the line number and what is wrong with it.
-pub(crate) fn records<const N: usize>(content: &[u8]) -> impl Iterator<Item = Result<CsvRecord<'_, N>, (u64, String)>> {
-    let content = content.strip_prefix(b"\xef\xbb\xbf").unwrap_or(content);
-    content
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .map(|(index, line)| (index as u64 + 1, line.trim_ascii()))
-        .filter(|(_, line)| !line.is_empty())
-        .skip(1)
-        .map(|(line, text)| {
-            let mut fields = [&b""[..]; N];
-            let mut count = 0;
-            for field in text.split(|&b| b == b',') {
-                if count < N {
-                    fields[count] = field.trim_ascii();
-                }
-                count += 1;
-            }
-            if count == N {
-                Ok(CsvRecord { line, fields })
-            } else {
-                Err((
-                    line,
-                    format!("expected {N} comma-separated fields, found {count}: `{}`", String::from_utf8_lossy(text)),
-                ))
-            }
-        })
+/// The data line `text` (trimmed) as a record of `N` fields, or what is wrong with it.
+fn record<const N: usize>(text: &[u8]) -> Result<CsvRecord<'_, N>, String> {
+    let mut fields = [&b""[..]; N];
+    let mut count = 0;
+    for field in text.split(|&b| b == b',') {
+        if count < N {
+            fields[count] = field.trim_ascii();
+        }
+        count += 1;
+    }
+    if count == N {
+        Ok(CsvRecord { fields })
+    } else {
+        Err(format!("expected {N} comma-separated fields, found {count}: `{}`", show(text)))
+    }
 }
 
-/// The field as text, for messages.
+/// The field (or line) as text, for messages: its first characters only, where it is long.
 pub(crate) fn show(field: &[u8]) -> String {
-    String::from_utf8_lossy(field).into_owned()
+    let text = String::from_utf8_lossy(field);
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.into_owned(),
+    }
 }
 
 /// A decimal `u64`.

@@ -62,6 +62,38 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// Content longer than [`crate::ReadOptions::max_content_bytes`] (decompressed bytes, for a gzipped file).
+    #[error(
+        "{name}: the content passes {limit} bytes, the most a read takes (`ReadOptions::max_content_bytes`, \
+         `--max-trace-bytes` on the command line): raise it to read a larger trace"
+    )]
+    ContentTooLarge {
+        /// The trace's name.
+        name: String,
+        /// The limit passed, in bytes.
+        limit: u64,
+    },
+
+    /// A read that holds more memory than a file of its size may make it hold.
+    #[error(
+        "{name}: reading it takes {held_bytes} bytes of memory, past the {limit} that {file_bytes} bytes of file \
+         may make a reader take ({floor_mib} MiB plus {per_byte} per byte read): its content expands far more \
+         than a trace's does; to read it anyway, decompress it first (no plain file needs {per_byte} bytes per \
+         byte)",
+        floor_mib = crate::memory_budget::MEMORY_FLOOR_BYTES >> 20,
+        per_byte = crate::memory_budget::MEMORY_PER_FILE_BYTE
+    )]
+    MemoryBudget {
+        /// The trace's name.
+        name: String,
+        /// Bytes the read held when it was stopped (an estimate of what its tables take).
+        held_bytes: u64,
+        /// The budget, in bytes.
+        limit: u64,
+        /// Bytes read from the file so far (compressed bytes, for a gzipped file).
+        file_bytes: u64,
+    },
+
     /// Content that is none of the formats this crate reads.
     #[error(
         "{name}: not a trace this crate reads (a PyTorch snapshot pickle, an RMM log with header \
@@ -120,6 +152,31 @@ pub enum Error {
         offset: u64,
         /// What was wrong.
         reason: String,
+    },
+
+    /// A pickle that passes one of the decoder's limits (stack depth, memo size, list length, line length).
+    #[error("{name}: the pickle passes a limit of this reader at byte offset {offset}: {what} {limit}")]
+    PickleLimit {
+        /// The trace's name.
+        name: String,
+        /// Byte offset of the opcode.
+        offset: u64,
+        /// What passed the limit ("more stack entries than", ...).
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+
+    /// Bytes after the STOP opcode that ends the pickle.
+    #[error(
+        "{name}: data after the end of the pickle (its STOP opcode ends at byte offset {offset}): a snapshot \
+         file holds one pickle and nothing after it"
+    )]
+    PickleTrailingData {
+        /// The trace's name.
+        name: String,
+        /// Offset of the first byte after the STOP opcode.
+        offset: u64,
     },
 
     /// A pickle that decodes but is not a PyTorch memory snapshot.

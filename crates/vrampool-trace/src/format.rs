@@ -45,6 +45,16 @@ impl TraceFormat {
         }
     }
 
+    /// The format of content that starts with `head` and goes on, judged from its first bytes: a CSV log's
+    /// header line, or a pickle's first opcode (PROTO, or any opcode for protocols 0 and 1, whose STOP opcode
+    /// at the end the decoder checks); `None` if it is none of the formats.
+    pub(crate) fn detect_start(head: &[u8]) -> Option<TraceFormat> {
+        match Self::detect(head) {
+            Some(format) => Some(format),
+            None => head.first().is_some_and(|&first| is_opcode(first)).then_some(TraceFormat::PytorchSnapshot),
+        }
+    }
+
     /// A short human name of the format.
     pub const fn name(self) -> &'static str {
         match self {
@@ -108,5 +118,15 @@ mod tests {
         assert_eq!(TraceFormat::detect(b"cposix\nsystem\n."), Some(TraceFormat::PytorchSnapshot));
         assert_eq!(TraceFormat::detect(b"cposix\nsystem\n"), None);
         assert_eq!(TraceFormat::detect(b""), None);
+    }
+
+    #[test]
+    fn the_start_of_longer_content_is_told_by_its_header_or_first_opcode() {
+        assert_eq!(TraceFormat::detect_start(b"time_us,action,addr,size,stream\n0,al"), Some(TraceFormat::VrampoolCsv));
+        assert_eq!(TraceFormat::detect_start(&[0x80, 4, b'}', b'(']), Some(TraceFormat::PytorchSnapshot));
+        // A protocol 0 pickle's STOP is at its end, which the decoder checks.
+        assert_eq!(TraceFormat::detect_start(b"(dp0\nVaction"), Some(TraceFormat::PytorchSnapshot));
+        assert_eq!(TraceFormat::detect_start(&[0; 64]), None);
+        assert_eq!(TraceFormat::detect_start(b"# not a trace"), None);
     }
 }

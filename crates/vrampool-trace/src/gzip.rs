@@ -1,37 +1,64 @@
-//! Gzip-compressed traces: recognised by their magic bytes, decompressed whole into memory.
+//! Gzip-compressed traces: recognised by their magic bytes, decompressed as they are read.
 
-use std::io::Read;
+use std::io::{self, Read};
 
 use flate2::read::MultiGzDecoder;
 
 use crate::error::{Error, Result};
 
 /// The first two bytes of every gzip member.
-const MAGIC: [u8; 2] = [0x1f, 0x8b];
+pub(crate) const MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// The largest buffer reserved up front from the size a gzip trailer announces (the buffer still grows past
-/// it if the data is larger).
-const MAX_RESERVE: usize = 1 << 30;
-
-/// Whether `bytes` start like gzip data.
-pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
-    bytes.starts_with(&MAGIC)
+/// The decompressed bytes of gzip data (all members, as `gzip -d` does), read on demand.
+pub(crate) struct GzipReader<R: Read> {
+    decoder: MultiGzDecoder<CountingReader<R>>,
+    /// Bytes decompressed so far.
+    decoded: u64,
 }
 
-/// The decompressed content of the gzip data `bytes` (all members, as `gzip -d` does) of the trace `name`.
-pub(crate) fn decompress(name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
-    // The trailer's last 4 bytes hold the uncompressed size modulo 2^32: reserve it so that the output is
-    // not copied as it grows. Deflate expands at most 1032-fold, which bounds a forged size.
-    let announced = match bytes {
-        [.., a, b, c, d] => u32::from_le_bytes([*a, *b, *c, *d]) as usize,
-        _ => 0,
-    };
-    let reserve = announced.min(bytes.len().saturating_mul(1032)).min(MAX_RESERVE);
-    let mut content = Vec::with_capacity(reserve.saturating_add(1));
-    MultiGzDecoder::new(bytes).read_to_end(&mut content).map_err(|source| Error::Gzip {
-        name: name.to_owned(),
-        decoded: content.len() as u64,
-        source,
-    })?;
-    Ok(content)
+impl<R: Read> GzipReader<R> {
+    /// A reader of the decompressed content of the gzip data `compressed` yields.
+    pub(crate) fn new(compressed: R) -> Self {
+        GzipReader {
+            decoder: MultiGzDecoder::new(CountingReader { inner: compressed, bytes: 0, failed: false }),
+            decoded: 0,
+        }
+    }
+
+    /// Compressed bytes read so far.
+    pub(crate) fn compressed_bytes(&self) -> u64 {
+        self.decoder.get_ref().bytes
+    }
+
+    /// Reads decompressed bytes of the trace `name` into `buf`: how many (0 at the end of the data).
+    pub(crate) fn read(&mut self, name: &str, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            match self.decoder.read(buf) {
+                Ok(read) => {
+                    self.decoded += read as u64;
+                    return Ok(read);
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) if self.decoder.get_ref().failed => return Err(Error::Io { path: name.into(), source }),
+                Err(source) => return Err(Error::Gzip { name: name.to_owned(), decoded: self.decoded, source }),
+            }
+        }
+    }
+}
+
+/// A reader that counts the bytes it yields and remembers whether reading failed.
+struct CountingReader<R> {
+    inner: R,
+    bytes: u64,
+    failed: bool,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf).inspect_err(|error| {
+            self.failed |= error.kind() != io::ErrorKind::Interrupted;
+        })?;
+        self.bytes += read as u64;
+        Ok(read)
+    }
 }

@@ -9,6 +9,12 @@
 //! - **vrampool CSV event logs** (header `time_us,action,addr,size,stream`), which
 //!   [`VrampoolCsvWriter`] writes.
 //!
+//! Reading is bounded whatever the input: content is read in pieces, never held whole; more than
+//! [`ReadOptions::max_content_bytes`] of it ([`DEFAULT_MAX_CONTENT_BYTES`] by default) is an error, and so is a
+//! file whose content makes the reader hold more than 64 MiB plus 256 bytes per byte of the file (a
+//! decompression bomb); the pickle decoder limits its stack, its memo, its lists and its text lines, and CSV
+//! readers their lines.
+//!
 //! A [`Trace`] is the ordered [`Event`]s of one device, checked for consistency (no double free, no free
 //! of an unknown block in a log; a snapshot's ring buffer may have dropped allocations, whose blocks are
 //! then [`Trace::initial_live`]). [`PytorchBaseline`] gives the recording allocator's own peak live bytes,
@@ -51,11 +57,13 @@
 
 mod baseline;
 mod block_ledger;
+mod content;
 mod csv_record;
 mod error;
 mod event;
 mod format;
 mod gzip;
+mod memory_budget;
 mod pickle;
 mod pytorch_snapshot;
 mod read;
@@ -66,6 +74,7 @@ mod trace_builder;
 mod vrampool_csv;
 
 pub use baseline::PytorchBaseline;
+pub use content::DEFAULT_MAX_CONTENT_BYTES;
 pub use error::{Error, Location, Result};
 pub use event::{Event, EventKind, LiveBlock};
 pub use format::{RMM_CSV_HEADER, TraceFormat, VRAMPOOL_CSV_HEADER};

@@ -3,16 +3,19 @@
 //!
 //! Each entry is a dict with `action`, `addr`, `size`, `stream` and `time_us`; other keys (`frames`,
 //! `compile_context`, `user_metadata`, anything newer) are ignored. `stream` and `time_us`, absent from some
-//! older versions, read as 0 when missing. Actions map to [`EventKind`]s; `snapshot`, `annotate`,
-//! `user_defined` and unknown actions are left out and counted in [`Trace::ignored`].
+//! older versions, read as 0 when missing. Actions map to [`EventKind`]s; `snapshot`, `annotate` and
+//! `user_defined` are left out and counted in [`Trace::ignored`], unknown actions in
+//! [`Trace::unknown_actions`].
 //!
 //! PyTorch records into a ring buffer that drops its oldest entries: a block freed in the trace but never
 //! allocated in it is taken as live from the start and listed in [`Trace::initial_live`].
 
 use crate::block_ledger::UnknownFree;
+use crate::content::Content;
 use crate::error::{Error, Location, Result};
 use crate::event::{Event, EventKind};
 use crate::format::TraceFormat;
+use crate::memory_budget;
 use crate::pickle::{self, Decoded, Field, Objects, Symbol, Value};
 use crate::trace::Trace;
 use crate::trace_builder::TraceBuilder;
@@ -23,12 +26,25 @@ pub(crate) struct Snapshot<'a> {
     objects: Objects,
     /// The list handle of each device's trace.
     device_lists: Vec<u32>,
+    /// Bytes of the file the snapshot was read from (compressed bytes, for a gzipped file).
+    file_bytes: u64,
+}
+
+/// What an entry of a device trace is.
+enum Entry {
+    /// An event.
+    Event(Event),
+    /// An action PyTorch writes that is no allocator event.
+    NonEvent,
+    /// An action the reader does not know.
+    Unknown,
 }
 
 impl<'a> Snapshot<'a> {
-    /// Decodes the snapshot pickle `pickle` of the trace named `name`.
-    pub(crate) fn decode(name: &'a str, pickle: &[u8]) -> Result<Self> {
-        let Decoded { root, objects } = pickle::decode(name, pickle)?;
+    /// Decodes the snapshot pickle that is the whole of `content`.
+    pub(crate) fn decode(content: &mut Content<'a>) -> Result<Self> {
+        let name = content.name();
+        let Decoded { root, objects } = pickle::decode(content)?;
         let not_a_snapshot = |reason: String| Error::NotASnapshot { name: name.to_owned(), reason };
         let Value::Dict(root) = root else {
             return Err(not_a_snapshot(format!("the pickled value is {}, not a dict", root.describe())));
@@ -44,7 +60,7 @@ impl<'a> Snapshot<'a> {
                 other => Err(not_a_snapshot(format!("`device_traces[{device}]` is {}, not a list", other.describe()))),
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Snapshot { name, objects, device_lists })
+        Ok(Snapshot { name, objects, device_lists, file_bytes: content.file_bytes() })
     }
 
     /// How many devices the snapshot has traces for.
@@ -63,12 +79,25 @@ impl<'a> Snapshot<'a> {
             return Err(Error::NoSuchDevice { name: self.name.to_owned(), device, devices: self.device_count() });
         };
         let count = self.objects.list_len(list);
-        let mut builder = TraceBuilder::new(self.name, lenient, UnknownFree::LiveFromStart, count);
-        for index in 0..count {
+        // Items before the first one kept are all alike (none is a dict with a trace entry's keys).
+        let unkept = count - self.objects.kept_len(list);
+        let mut builder = TraceBuilder::new(self.name, lenient, UnknownFree::LiveFromStart, count - unkept);
+        if unkept > 0 {
+            let at = Location::Event { device, index: 0 };
+            let reason =
+                self.entry(list, 0).err().map_or_else(|| "the entry is not a dict".to_owned(), |(reason, _)| reason);
+            builder.reject_many(Error::BadRecord { name: self.name.to_owned(), at, reason }, unkept)?;
+        }
+        for index in unkept..count {
+            if index % memory_budget::CHECK_EVERY as usize == 0 {
+                let held = self.objects.held_bytes() + builder.held_bytes();
+                memory_budget::check(self.name, held, self.file_bytes)?;
+            }
             let at = Location::Event { device, index };
             match self.entry(list, index) {
-                Ok(Some(event)) => builder.push(at, event)?,
-                Ok(None) => builder.ignore(),
+                Ok(Entry::Event(event)) => builder.push(at, event)?,
+                Ok(Entry::NonEvent) => builder.ignore(),
+                Ok(Entry::Unknown) => builder.unknown_action(),
                 Err((reason, failed_alloc_addr)) => {
                     let error = Error::BadRecord { name: builder.name().to_owned(), at, reason };
                     builder.reject(error, failed_alloc_addr)?;
@@ -78,9 +107,9 @@ impl<'a> Snapshot<'a> {
         Ok(builder.finish(TraceFormat::PytorchSnapshot, device))
     }
 
-    /// The event of entry `index` of `list`; `None` for an action outside the event model. An error says what
-    /// is wrong and, for an allocation whose address was read, that address.
-    fn entry(&self, list: u32, index: usize) -> Result<Option<Event>, (String, Option<u64>)> {
+    /// What entry `index` of `list` is. An error says what is wrong and, for an allocation whose address was
+    /// read, that address.
+    fn entry(&self, list: u32, index: usize) -> Result<Entry, (String, Option<u64>)> {
         let objects = &self.objects;
         let dict = match objects.list_item(list, index) {
             Value::Dict(dict) if objects.has_record(dict) => dict,
@@ -99,7 +128,8 @@ impl<'a> Snapshot<'a> {
                 Symbol::SegmentMap => EventKind::SegmentMap,
                 Symbol::SegmentUnmap => EventKind::SegmentUnmap,
                 Symbol::Oom => EventKind::Oom,
-                _ => return Ok(None),
+                Symbol::NonEvent => return Ok(Entry::NonEvent),
+                _ => return Ok(Entry::Unknown),
             },
             Some(other) => return Err((format!("`action` is {}, not a string", other.describe()), None)),
             None => return Err(("the entry has no `action`".to_owned(), None)),
@@ -119,7 +149,7 @@ impl<'a> Snapshot<'a> {
                 return Err(failed_alloc(format!("`time_us` is {}, not a 64-bit integer", other.describe())));
             }
         };
-        Ok(Some(Event { time_us, kind, addr, size, stream }))
+        Ok(Entry::Event(Event { time_us, kind, addr, size, stream }))
     }
 }
 

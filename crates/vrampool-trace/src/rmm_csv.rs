@@ -12,6 +12,7 @@
 //! A free of a pointer the log never allocated, a double free, and a free whose size differs from the
 //! allocation are errors naming the line (skipped and counted by a lenient read).
 
+use crate::content::Content;
 use crate::csv_record::{self, CsvRecord, Parsed, decimal_u64, hex_u64, show, strip_hex_prefix};
 use crate::error::Result;
 use crate::event::{Event, EventKind};
@@ -21,10 +22,10 @@ use crate::trace::Trace;
 /// Microseconds in a day.
 const DAY_US: i64 = 86_400_000_000;
 
-/// Reads the RMM log `content` of the trace named `name`.
-pub(crate) fn read(name: &str, content: &[u8], lenient: bool) -> Result<Trace> {
+/// Reads the RMM log that is the whole of `content`.
+pub(crate) fn read(content: &mut Content<'_>, lenient: bool) -> Result<Trace> {
     let mut clock = Clock::default();
-    csv_record::read_trace::<6>(name, content, lenient, TraceFormat::RmmCsv, 48, |record| parse(record, &mut clock))
+    csv_record::read_trace::<6>(content, lenient, TraceFormat::RmmCsv, |record| parse(record, &mut clock))
 }
 
 /// The event of one line; an error says what is wrong and, for an allocation whose pointer was read, that
@@ -73,10 +74,13 @@ impl Clock {
         if let Some(previous) = self.previous
             && of_day < previous - DAY_US / 2
         {
-            self.days += 1;
+            self.days = self.days.saturating_add(1);
         }
         self.previous = Some(of_day);
-        Ok(of_day + self.days * DAY_US)
+        self.days
+            .checked_mul(DAY_US)
+            .and_then(|start| start.checked_add(of_day))
+            .ok_or_else(|| format!("the log runs past {} days, more than 64-bit microseconds count", self.days))
     }
 }
 
@@ -155,5 +159,14 @@ mod tests {
         // A slightly earlier time (threads logging out of order) stays on the same day.
         assert_eq!(clock.time_us(b"23:59:58.000000"), Ok(DAY_US - 2_000_000));
         assert_eq!(clock.time_us(b"00:00:01.000000"), Ok(DAY_US + 1_000_000));
+    }
+
+    #[test]
+    fn the_clock_refuses_to_count_past_64_bit_microseconds() {
+        let mut clock = Clock { previous: Some(DAY_US - 1), days: i64::MAX / DAY_US - 1 };
+        assert!(clock.time_us(b"23:59:59.000000").is_ok());
+        assert!(clock.time_us(b"00:00:01.000000").is_ok());
+        let error = clock.time_us(b"23:59:59.000000").unwrap_err();
+        assert!(error.contains("more than 64-bit microseconds count"), "{error}");
     }
 }

@@ -9,8 +9,10 @@ use crate::format::TraceFormat;
 ///
 /// Every read trace is consistent: each `Free` or `FreeRequested` matches a block that is live (allocated
 /// earlier in `events`, or listed in `initial_live`), no block is freed twice and no address is allocated
-/// while a block there is live. Events with actions outside [`crate::EventKind`] (PyTorch's `snapshot`,
-/// `annotate`, `user_defined`, and unknown actions) are left out and counted in `ignored`.
+/// while a block there is live. Zero-byte allocations and frees are kept but not tracked (allocators may
+/// hand out one address for all of them), and replays and baselines leave them out. Events with actions outside [`crate::EventKind`] are left out: PyTorch's
+/// `snapshot`, `annotate` and `user_defined` are counted in `ignored`, actions the reader does not know in
+/// `unknown_actions`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     /// The file name without its directory (or the name given when reading bytes).
@@ -30,6 +32,8 @@ pub struct Trace {
     pub skipped_reasons: Vec<String>,
     /// Entries whose action is outside the event model, left out on purpose.
     pub ignored: usize,
+    /// Entries whose action the reader does not know (none of PyTorch's), left out.
+    pub unknown_actions: usize,
 }
 
 impl Trace {

@@ -16,6 +16,7 @@ pub(crate) struct TraceBuilder<'a> {
     skipped: usize,
     skipped_reasons: Vec<String>,
     ignored: usize,
+    unknown_actions: usize,
 }
 
 impl<'a> TraceBuilder<'a> {
@@ -29,6 +30,7 @@ impl<'a> TraceBuilder<'a> {
             skipped: 0,
             skipped_reasons: Vec::new(),
             ignored: 0,
+            unknown_actions: 0,
         }
     }
 
@@ -53,15 +55,24 @@ impl<'a> TraceBuilder<'a> {
     /// this record alone) or returns the error. `failed_alloc_addr` is the address of an allocation that could
     /// not be read, where known, so that its free is skipped as well.
     pub(crate) fn reject(&mut self, error: Error, failed_alloc_addr: Option<u64>) -> Result<()> {
+        if let Some(addr) = failed_alloc_addr
+            && self.lenient
+            && error.is_skippable()
+        {
+            self.ledger.mark_skipped(addr);
+        }
+        self.reject_many(error, 1)
+    }
+
+    /// [`TraceBuilder::reject`] for `count` records in a row that fail alike, `error` being the first one's.
+    pub(crate) fn reject_many(&mut self, error: Error, count: usize) -> Result<()> {
         if !(self.lenient && error.is_skippable()) {
             return Err(error);
         }
-        if let Some(addr) = failed_alloc_addr {
-            self.ledger.mark_skipped(addr);
-        }
-        self.skipped += 1;
+        self.skipped = self.skipped.saturating_add(count);
         if self.skipped_reasons.len() < Trace::MAX_SKIP_REASONS {
-            self.skipped_reasons.push(error.to_string());
+            let more = if count > 1 { format!(" (and the {} records after it)", count - 1) } else { String::new() };
+            self.skipped_reasons.push(format!("{error}{more}"));
         }
         Ok(())
     }
@@ -69,6 +80,16 @@ impl<'a> TraceBuilder<'a> {
     /// Counts a record left out on purpose (an action outside the event model).
     pub(crate) fn ignore(&mut self) {
         self.ignored += 1;
+    }
+
+    /// Counts a record left out for an action the reader does not know.
+    pub(crate) fn unknown_action(&mut self) {
+        self.unknown_actions += 1;
+    }
+
+    /// About how many bytes the trace so far takes.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        (self.events.capacity() * size_of::<Event>()) as u64 + self.ledger.held_bytes()
     }
 
     /// The finished trace.
@@ -82,6 +103,7 @@ impl<'a> TraceBuilder<'a> {
             skipped: self.skipped,
             skipped_reasons: self.skipped_reasons,
             ignored: self.ignored,
+            unknown_actions: self.unknown_actions,
         }
     }
 }

@@ -11,15 +11,16 @@
 
 use std::io::{self, BufWriter, Write};
 
+use crate::content::Content;
 use crate::csv_record::{self, CsvRecord, Parsed, decimal_i64, decimal_u64, hex_or_decimal_u64, show};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::format::{TraceFormat, VRAMPOOL_CSV_HEADER};
 use crate::trace::Trace;
 
-/// Reads the vrampool CSV `content` of the trace named `name`.
-pub(crate) fn read(name: &str, content: &[u8], lenient: bool) -> Result<Trace> {
-    csv_record::read_trace::<5>(name, content, lenient, TraceFormat::VrampoolCsv, 32, parse)
+/// Reads the vrampool CSV log that is the whole of `content`.
+pub(crate) fn read(content: &mut Content<'_>, lenient: bool) -> Result<Trace> {
+    csv_record::read_trace::<5>(content, lenient, TraceFormat::VrampoolCsv, parse)
 }
 
 /// The event of one line; an error says what is wrong and, for an allocation whose address was read, that

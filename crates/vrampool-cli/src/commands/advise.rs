@@ -1,5 +1,7 @@
 //! `vrampool advise`: sweep each strategy on a trace and recommend one.
 
+use std::io::Write;
+
 use serde::Serialize;
 use vrampool::whole_mib;
 use vrampool_replay::{ComparisonRow, Objective, ReplayPlan};
@@ -25,9 +27,9 @@ struct AdviceOutput {
 }
 
 /// Runs the sweep and prints the recommendation.
-pub fn run(args: &AdviseArgs) -> Result<()> {
+pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
     let trace = read(&args.trace, &args.options)?;
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace)?;
     let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
     let pytorch = ComparisonRow::pytorch(&trace);
     let best = advice.recommended_result();
@@ -41,7 +43,7 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
             strategies: advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect(),
             pytorch,
         };
-        println!("{}", serde_json::to_string_pretty(&output).expect("plain data"));
+        outln!(out, "{}", serde_json::to_string_pretty(&output).expect("plain data"))?;
         return Ok(());
     }
     let mut table = Table::new(&["strategy", "tried", "peak reserved", "utilization", "driver ms", "best config"]);
@@ -55,12 +57,13 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
             s.best.config.clone(),
         ]);
     }
-    println!("{} ({} events){}", trace.name, trace.events.len(), super::lag_note(&args.options));
-    println!("{}", table.render());
-    println!();
-    println!("recommended: {}", advice.recommended.name());
-    println!("config:      {}", advice.config);
-    println!(
+    outln!(out, "{} ({} events){}", trace.name, trace.events.len(), super::lag_note(&args.options))?;
+    outln!(out, "{}", table.render())?;
+    outln!(out)?;
+    outln!(out, "recommended: {}", advice.recommended.name())?;
+    outln!(out, "config:      {}", advice.config)?;
+    outln!(
+        out,
         "predicted:   peak reserved {} (PyTorch recorded {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
         whole_mib(best.peak_reserved_bytes),
         or_dash(pytorch.as_ref().map(|p| whole_mib(p.peak_reserved_bytes))),
@@ -68,11 +71,12 @@ pub fn run(args: &AdviseArgs) -> Result<()> {
         or_dash(pytorch.as_ref().and_then(|p| p.utilization).map(|u| format!("{u:.3}"))),
         best.driver_time_us / 1000.0,
         or_dash(pytorch.as_ref().and_then(|p| p.driver_time_us).map(|us| format!("{:.1}", us / 1000.0))),
-    );
-    println!("why:         {}.", advice.reason);
-    println!(
+    )?;
+    outln!(out, "why:         {}.", advice.reason)?;
+    outln!(
+        out,
         "(ranked by utilization among configurations within {:.1} ms of driver time, 1% of the trace's duration)",
         advice.objective.driver_budget_us / 1000.0
-    );
+    )?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `vrampool bench`: the CPU latency of the three strategies on the simulated device, beside
 //! offset-allocator on the same patterns, in one run.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,7 +30,7 @@ fn ops_for(seconds: f64, trial_ns: f64) -> u64 {
 }
 
 /// Runs every pattern on every pool and on offset-allocator, and prints the medians.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
     let sim = || Arc::new(SimDevice::default());
     // Blocks of 8 MiB hold every size of every pattern.
@@ -58,7 +59,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         results.push(Measurement { strategy: "offset-allocator".into(), pattern: pattern.name(), ns_per_op: ns });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results).expect("plain data"));
+        outln!(out, "{}", serde_json::to_string_pretty(&results).expect("plain data"))?;
         return Ok(());
     }
     let mut table = Table::new(&["strategy", "pair-4k ns", "pair-1m ns", "churn ns"]);
@@ -76,11 +77,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             cell(Pattern::REPORTED[2]),
         ]);
     }
-    println!("{}", table.render());
-    println!(
+    outln!(out, "{}", table.render())?;
+    outln!(
+        out,
         "median ns per operation over {BATCHES} batches (pair: allocate+free; churn: one free and one allocation, \
          1000 live blocks of 256 B to 8 MiB); simulated device; {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }

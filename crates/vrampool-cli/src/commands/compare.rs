@@ -1,5 +1,7 @@
 //! `vrampool compare`: each strategy at its best configuration on each trace, beside PyTorch.
 
+use std::io::Write;
+
 use vrampool::Strategy;
 use vrampool_replay::{Advice, ComparisonRow, ReplayPlan, advise};
 
@@ -12,23 +14,23 @@ use crate::table::Table;
 use crate::trace_input::{read, traces_or_bundled};
 
 /// Runs the comparison and prints tables (or JSON).
-pub fn run(args: &CompareArgs) -> Result<()> {
+pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
     let mut rows: Vec<ComparisonRow> = Vec::new();
     for path in traces_or_bundled(&args.traces)? {
         let trace = read(&path, &args.options)?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let mut trace_rows: Vec<ComparisonRow> =
             advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         trace_rows.extend(ComparisonRow::pytorch(&trace));
         if !args.json {
             let title = format!("{}{}", trace.name, super::lag_note(&args.options));
-            println!("{}", render(&title, &trace_rows, &advice));
+            outln!(out, "{}", render(&title, &trace_rows, &advice))?;
         }
         rows.extend(trace_rows);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows).expect("rows are plain data"));
+        outln!(out, "{}", serde_json::to_string_pretty(&rows).expect("rows are plain data"))?;
     }
     Ok(())
 }
@@ -87,7 +89,7 @@ mod tests {
             events.push(Event::new(2 * i as i64 + 2, EventKind::Free, addr, (1 + i % 3) << 20, 0));
         }
         let trace = Trace { name: "t".into(), events, ..Trace::default() };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let mut rows: Vec<ComparisonRow> = advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         rows.extend(ComparisonRow::pytorch(&trace));

@@ -1,15 +1,17 @@
 //! `vrampool devices`: the GPUs the CUDA driver sees.
 
+use std::io::Write;
+
 use vrampool::whole_mib;
 
 use crate::error::{Error, Result};
 use crate::table::Table;
 
 /// Lists each GPU, or says clearly why none can be listed.
-pub fn run() -> Result<()> {
+pub fn run(out: &mut dyn Write) -> Result<()> {
     let devices = vrampool_cuda::devices().map_err(|err| Error::Device(err.to_string()))?;
     if devices.is_empty() {
-        println!("the CUDA driver sees no GPU");
+        outln!(out, "the CUDA driver sees no GPU")?;
         return Ok(());
     }
     let mut table = Table::new(&["ordinal", "name", "memory", "vm granularity", "memory pools"]);
@@ -22,6 +24,6 @@ pub fn run() -> Result<()> {
             if d.memory_pools_supported { "yes".into() } else { "no".into() },
         ]);
     }
-    println!("{}", table.render());
+    outln!(out, "{}", table.render())?;
     Ok(())
 }

@@ -7,21 +7,23 @@ mod devices;
 mod replay;
 mod report;
 
+use std::io::Write;
+
 use vrampool::SimDeviceConfig;
 use vrampool_replay::ReplayOptions;
 
 use crate::cli::{Cli, Command, TraceOptions};
 use crate::error::Result;
 
-/// Runs the command the line asked for.
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs the command the line asked for, writing what it prints to `out`.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<()> {
     match cli.command {
-        Command::Compare(args) => compare::run(&args),
-        Command::Replay(args) => replay::run(&args),
-        Command::Advise(args) => advise::run(&args),
-        Command::Report(args) => report::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::Devices => devices::run(),
+        Command::Compare(args) => compare::run(&args, out),
+        Command::Replay(args) => replay::run(&args, out),
+        Command::Advise(args) => advise::run(&args, out),
+        Command::Report(args) => report::run(&args, out),
+        Command::Bench(args) => bench::run(&args, out),
+        Command::Devices => devices::run(out),
     }
 }
 

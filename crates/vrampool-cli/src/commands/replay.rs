@@ -1,7 +1,7 @@
 //! `vrampool replay`: one strategy on one trace.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::Write;
 
 use serde::Serialize;
 use vrampool::{BackendKind, PoolSpec, whole_mib};
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::trace_input::read;
 
 /// Replays and prints the figures.
-pub fn run(args: &ReplayArgs) -> Result<()> {
+pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     let strategy: vrampool::Strategy = args.strategy.parse()?;
     let mut spec = PoolSpec::parse(&args.config)?;
     if args.config.contains("strategy=") && spec.strategy != strategy {
@@ -37,15 +37,19 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     }
     spec.validate(options.capacity)?;
     let trace = read(&args.trace, &args.options)?;
-    let plan = ReplayPlan::from_trace(&trace);
+    let plan = ReplayPlan::from_trace(&trace)?;
     let result = match &args.events_out {
         None => run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |_| Ok(()))?,
         Some(path) => {
             let write_error = |source| Error::Write { path: path.display().to_string(), source };
             let file = File::create(path).map_err(write_error)?;
-            let mut writer = VrampoolCsvWriter::new(BufWriter::new(file))?;
+            // The writer buffers, and its finish reports what writing the buffer's last bytes met.
+            let mut writer = VrampoolCsvWriter::new(file)?;
             let result = run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |event| writer.write_event(&event))?;
-            writer.finish()?;
+            writer.finish().map_err(|error| match error {
+                vrampool_trace::Error::Write(source) => write_error(source),
+                other => other.into(),
+            })?;
             result
         }
     };
@@ -65,18 +69,19 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
             host_blocked_us: result.host_blocked_us,
             check: check.clone(),
         };
-        println!("{}", serde_json::to_string_pretty(&output).expect("plain data"));
+        outln!(out, "{}", serde_json::to_string_pretty(&output).expect("plain data"))?;
     } else {
-        print_text(args, &result);
+        print_text(args, &result, out)?;
         if let Some(check) = &check {
-            println!(
+            outln!(
+                out,
                 "on the GPU:     pool {} / driver {} peak reserved, simulation {} ({:+.3}% / {:+.3}%)",
                 whole_mib(check.gpu_pool_peak_reserved_bytes),
                 check.gpu_driver_peak_used_bytes.map_or_else(|| "-".into(), whole_mib),
                 whole_mib(check.sim_peak_reserved_bytes),
                 check.pool_difference * 100.0,
                 check.driver_difference.unwrap_or(f64::NAN) * 100.0
-            );
+            )?;
         }
     }
     match check {
@@ -168,53 +173,63 @@ fn run_on(
     Ok(replay_on(plan, spec, options, target, log)?)
 }
 
-fn print_text(args: &ReplayArgs, result: &ReplayResult) {
-    println!(
+fn print_text(args: &ReplayArgs, result: &ReplayResult, out: &mut dyn Write) -> Result<()> {
+    outln!(
+        out,
         "trace:          {} ({} events, {} allocations and frees)",
-        result.trace, result.events, result.operations
-    );
-    println!("config:         {}", result.config);
+        result.trace,
+        result.events,
+        result.operations
+    )?;
+    outln!(out, "config:         {}", result.config)?;
     if args.options.gpu_lag_ms > 0.0 {
-        println!("simulated GPU:  {} ms behind the program", args.options.gpu_lag_ms);
+        outln!(out, "simulated GPU:  {} ms behind the program", args.options.gpu_lag_ms)?;
     }
-    println!("peak live:      {}", whole_mib(result.peak_live_bytes));
-    println!("peak reserved:  {}", whole_mib(result.peak_reserved_bytes));
-    println!("utilization:    {:.4}", result.utilization);
-    println!("fallbacks:      {}", result.fallbacks);
-    println!("ooms:           {}", result.ooms);
+    outln!(out, "peak live:      {}", whole_mib(result.peak_live_bytes))?;
+    outln!(out, "peak reserved:  {}", whole_mib(result.peak_reserved_bytes))?;
+    outln!(out, "utilization:    {:.4}", result.utilization)?;
+    outln!(out, "fallbacks:      {}", result.fallbacks)?;
+    outln!(out, "ooms:           {}", result.ooms)?;
     let aliased = match result.stats.chunks_aliased {
         0 => String::new(),
         n => format!(", {n} aliased while in use"),
     };
-    println!(
+    outln!(
+        out,
         "device calls:   {} ({} growths, {} chunks moved{aliased})",
-        result.backend_calls, result.stats.growths, result.stats.chunks_moved
-    );
+        result.backend_calls,
+        result.stats.growths,
+        result.stats.chunks_moved
+    )?;
     let waits = result.stats.synchronizations + result.stats.event_waits;
     if waits > 0 {
-        println!(
+        outln!(
+            out,
             "device waits:   {waits} ({} for the whole GPU, {} for one event: the program waited for the GPU to be \
              done with idle pages)",
-            result.stats.synchronizations, result.stats.event_waits
-        );
+            result.stats.synchronizations,
+            result.stats.event_waits
+        )?;
     }
-    println!("driver time:    {:.1} ms (cost model)", result.driver_time_us / 1000.0);
+    outln!(out, "driver time:    {:.1} ms (cost model)", result.driver_time_us / 1000.0)?;
     if args.options.gpu_lag_ms > 0.0 {
-        println!(
+        outln!(
+            out,
             "blocked on GPU: {:.1} ms (what the GPU had left of the work each wait waited for)",
             result.host_blocked_us / 1000.0
-        );
+        )?;
     }
-    println!("pool CPU time:  {:.1} ns per event", result.replay_ns_per_event);
+    outln!(out, "pool CPU time:  {:.1} ns per event", result.replay_ns_per_event)?;
     if !result.classes.is_empty() {
         let classes: Vec<String> = result
             .classes
             .iter()
             .map(|c| format!("{}x{}", vrampool::format_bytes(c.block_size), c.block_count))
             .collect();
-        println!("classes:        {}", classes.join(" "));
+        outln!(out, "classes:        {}", classes.join(" "))?;
     }
     if let Some(path) = &args.events_out {
-        println!("event log:      {}", path.display());
+        outln!(out, "event log:      {}", path.display())?;
     }
+    Ok(())
 }

@@ -1,5 +1,7 @@
 //! `vrampool report`: one self-contained HTML file for one or more traces.
 
+use std::io::Write;
+
 use vrampool_replay::{ComparisonRow, ReplayPlan};
 
 use super::compare::advise_with_progress;
@@ -10,18 +12,18 @@ use crate::report_html::{self, TraceReport};
 use crate::trace_input::{read, traces_or_bundled};
 
 /// Replays, advises and writes the report.
-pub fn run(args: &ReportArgs) -> Result<()> {
+pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
     let mut reports = Vec::new();
     for path in traces_or_bundled(&args.traces)? {
         let trace = read(&path, &args.options)?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let pytorch = ComparisonRow::pytorch(&trace);
-        reports.push(TraceReport { trace, advice, pytorch });
+        reports.push(TraceReport { trace, plan, advice, pytorch });
     }
     let html = report_html::render(&reports, args.options.gpu_lag_ms);
     std::fs::write(&args.output, html)
         .map_err(|source| Error::Write { path: args.output.display().to_string(), source })?;
-    println!("wrote {}", args.output.display());
+    outln!(out, "wrote {}", args.output.display())?;
     Ok(())
 }

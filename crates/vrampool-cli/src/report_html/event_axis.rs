@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn operations_land_on_their_events() {
         let trace = trace([10, 20, 30, 40, 50, 60]);
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         assert_eq!(plan.operations.len(), 3, "alloc, free, alloc");
         let times = EventTimes::of(&trace);
         let axis = EventAxis::new(&times, &plan);
@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn times_out_of_order_spread_operations_evenly() {
         let trace = trace([10, 20, 30, 5, 50, 60]);
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let times = EventTimes::of(&trace);
         let axis = EventAxis::new(&times, &plan);
         assert_eq!(axis.events_after(0), 0.0);

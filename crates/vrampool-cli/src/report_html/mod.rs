@@ -23,7 +23,7 @@ mod size_histogram;
 mod strategy_diagram;
 mod svg;
 
-use vrampool_replay::{Advice, ComparisonRow};
+use vrampool_replay::{Advice, ComparisonRow, ReplayPlan};
 use vrampool_trace::Trace;
 
 /// What the report shows for one trace.
@@ -31,6 +31,8 @@ use vrampool_trace::Trace;
 pub struct TraceReport {
     /// The trace as read.
     pub trace: Trace,
+    /// The trace's replay plan.
+    pub plan: ReplayPlan,
     /// The sweep's results and recommendation.
     pub advice: Advice,
     /// PyTorch's recorded figures; `None` where the trace records none ([`ComparisonRow::pytorch`]).

@@ -69,8 +69,8 @@ pub fn page(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
 /// The section of one trace.
 fn trace_section(index: usize, report: &TraceReport) -> String {
     let trace = &report.trace;
-    let plan = ReplayPlan::from_trace(trace);
-    let profile = SizeProfile::of(&plan);
+    let plan = &report.plan;
+    let profile = SizeProfile::of(plan);
     let mut html = format!("<section class=\"trace\" id=\"trace-{index}\">\n<h2>{}</h2>\n", escape(&trace.name));
     let mut meta = format!(
         "{} events, {} requests over {:.1} s",
@@ -111,7 +111,7 @@ fn trace_section(index: usize, report: &TraceReport) -> String {
         grouped(replay_step as u64),
     ));
     html.push_str("<div class=\"panels\">\n");
-    for panel in memory_panels(report, &plan) {
+    for panel in memory_panels(report, plan) {
         html.push_str(&format!("<figure class=\"card\">\n{}</figure>\n", panel.render()));
     }
     html.push_str("</div>\n");
@@ -326,10 +326,10 @@ mod tests {
             }
         }
         let trace = Trace { name: "a <b>&\"trace\"".into(), events, ..Trace::default() };
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let pytorch = ComparisonRow::pytorch(&trace);
-        TraceReport { trace, advice, pytorch }
+        TraceReport { trace, plan, advice, pytorch }
     }
 
     /// A trace without segment events (a CSV log) has no figures of PyTorch's: no PyTorch row, panel or
@@ -380,5 +380,32 @@ mod tests {
         let html = page(&[], 0.0);
         assert!(html.contains("<p>No traces.</p>"));
         assert!(!html.contains("<svg"));
+    }
+
+    /// Sizes of 2^63 and 2^64 - 1 bytes, segments of 2^64 - 1 bytes, times from -2^63 to 2^63 - 1: the page
+    /// renders with figures that did not wrap.
+    #[test]
+    fn a_trace_at_the_edges_of_its_numbers_renders() {
+        let max = u64::MAX;
+        let events = vec![
+            Event::new(i64::MIN, EventKind::SegmentAlloc, 0, max, 0),
+            Event::new(i64::MIN + 1, EventKind::Alloc, max, max, max),
+            Event::new(-5, EventKind::Alloc, 0x1000, 1, 0),
+            Event::new(0, EventKind::SegmentMap, 0x10, max, 0),
+            Event::new(1, EventKind::Alloc, 0x2000, 1 << 63, 0),
+            Event::new(2, EventKind::Free, 0x2000, 1 << 63, 0),
+            Event::new(3, EventKind::SegmentUnmap, 0x10, max, 0),
+            Event::new(4, EventKind::Oom, max, max, 0),
+            Event::new(i64::MAX - 1, EventKind::Free, max, max, max),
+            Event::new(i64::MAX, EventKind::SegmentFree, 0, max, 0),
+            Event::new(i64::MAX, EventKind::Free, 0x1000, 1, 0),
+        ];
+        let trace = Trace { name: "edges".into(), events, ..Trace::default() };
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
+        let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
+        let pytorch = ComparisonRow::pytorch(&trace);
+        let html = page(&[TraceReport { trace, plan, advice, pytorch }], 0.0);
+        assert!(html.contains("over 9223372036854.8 s"), "the trace's whole duration");
+        assert!(!html.contains("NaN") && !html.contains("-9223372036854"), "no figure that did not compute or wrapped");
     }
 }

@@ -16,5 +16,5 @@ pub fn replay_result(config: &str) -> ReplayResult {
     }
     let trace = Trace { name: "t".into(), events, ..Trace::default() };
     let spec = PoolSpec::parse(config).expect("a test's config parses");
-    replay(&ReplayPlan::from_trace(&trace), &spec, &ReplayOptions::default()).expect("the small trace replays")
+    replay(&ReplayPlan::from_trace(&trace).unwrap(), &spec, &ReplayOptions::default()).expect("the small trace replays")
 }

@@ -2,6 +2,7 @@
 //! reader needs.
 
 mod decoder;
+mod memo;
 mod objects;
 mod opcode;
 mod symbol;

@@ -34,14 +34,23 @@ impl Record {
 /// Marks a dict that has no kept key (yet).
 const NO_RECORD: u32 = u32::MAX;
 
+/// The most items a list may have: room for a device trace of the longest snapshot that
+/// [`crate::DEFAULT_MAX_CONTENT_BYTES`] of content holds, several times over.
+pub(crate) const MAX_LIST_ITEMS: u32 = 1 << 26;
+
 /// A list: its length, and its items from the first one that may matter.
 #[derive(Default)]
 struct ListData {
     len: u32,
-    /// Either empty (nothing kept so far) or all `len` items, with [`Opaque::Unkept`] for the ones before
-    /// the first kept item.
+    /// The index of the first kept item: the items before it are [`Opaque::Unkept`].
+    first_kept: u32,
+    /// Either empty (nothing kept so far) or the items from `first_kept` on.
     items: Vec<Value>,
 }
+
+/// A list that already has [`MAX_LIST_ITEMS`] items was given another.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ListFull;
 
 /// Every list and dict of a decoded pickle, by handle.
 #[derive(Default)]
@@ -52,6 +61,8 @@ pub(crate) struct Objects {
     /// Kept values that do not fit a record, by record index and field.
     side: FxHashMap<(u32, Field), Value>,
     lists: Vec<ListData>,
+    /// The capacity of every list's items together.
+    item_capacity: usize,
 }
 
 impl Objects {
@@ -61,9 +72,19 @@ impl Objects {
         Objects {
             dicts: Vec::with_capacity(len / 40),
             records: Vec::with_capacity(len / 48),
-            side: FxHashMap::default(),
             lists: Vec::with_capacity(16),
+            ..Objects::default()
         }
+    }
+
+    /// About how many bytes the lists and dicts take (tables reserved up front count as far as they are used).
+    pub(crate) fn held_bytes(&self) -> u64 {
+        let held = self.dicts.len() * size_of::<u32>()
+            + self.records.len() * size_of::<Record>()
+            + self.side.capacity() * (size_of::<((u32, Field), Value)>() + 1)
+            + self.lists.len() * size_of::<ListData>()
+            + self.item_capacity * size_of::<Value>();
+        held as u64
     }
 
     /// A new empty dict's handle (`None` when there are too many).
@@ -114,20 +135,26 @@ impl Objects {
 
     /// Appends `item` to `list`.
     #[inline]
-    pub(crate) fn append(&mut self, list: u32, item: Value) {
+    pub(crate) fn append(&mut self, list: u32, item: Value) -> Result<(), ListFull> {
         let keep = match item {
             Value::List(_) => true,
             Value::Dict(dict) => self.dicts[dict as usize] != NO_RECORD,
             _ => false,
         };
         let data = &mut self.lists[list as usize];
-        if keep || !data.items.is_empty() {
-            if data.items.len() < data.len as usize {
-                data.items.resize(data.len as usize, Value::Opaque(Opaque::Unkept));
-            }
-            data.items.push(item);
+        if data.len >= MAX_LIST_ITEMS {
+            return Err(ListFull);
         }
-        data.len = data.len.saturating_add(1);
+        if keep || !data.items.is_empty() {
+            if data.items.is_empty() {
+                data.first_kept = data.len;
+            }
+            let capacity = data.items.capacity();
+            data.items.push(item);
+            self.item_capacity += data.items.capacity() - capacity;
+        }
+        data.len += 1;
+        Ok(())
     }
 
     /// The value of `field` in `dict`, if the dict has that key.
@@ -156,11 +183,49 @@ impl Objects {
         self.lists.get(list as usize).map_or(0, |data| data.len as usize)
     }
 
+    /// The number of items of `list` from its first kept one on: those that take memory.
+    pub(crate) fn kept_len(&self, list: u32) -> usize {
+        self.lists.get(list as usize).map_or(0, |data| data.items.len())
+    }
+
     /// Item `index` of `list` ([`Opaque::Unkept`] for an item that was not kept).
     pub(crate) fn list_item(&self, list: u32, index: usize) -> Value {
         self.lists
             .get(list as usize)
-            .and_then(|data| data.items.get(index).copied())
+            .and_then(|data| data.items.get(index.checked_sub(data.first_kept as usize)?).copied())
             .unwrap_or(Value::Opaque(Opaque::Unkept))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_takes_items_up_to_its_limit() {
+        let mut objects = Objects::default();
+        let list = objects.new_list().unwrap();
+        objects.lists[list as usize].len = MAX_LIST_ITEMS - 1;
+        assert_eq!(objects.append(list, Value::None), Ok(()));
+        assert_eq!(objects.append(list, Value::None), Err(ListFull));
+        assert_eq!(objects.list_len(list), MAX_LIST_ITEMS as usize);
+    }
+
+    #[test]
+    fn items_before_the_first_kept_one_take_no_memory() {
+        let mut objects = Objects::default();
+        let (outer, inner) = (objects.new_list().unwrap(), objects.new_list().unwrap());
+        for _ in 0..100_000 {
+            objects.append(outer, Value::None).unwrap();
+        }
+        let before = objects.held_bytes();
+        objects.append(outer, Value::List(inner)).unwrap();
+        objects.append(outer, Value::Int(3)).unwrap();
+        assert!(objects.held_bytes() - before < 1024, "{} bytes for two items", objects.held_bytes() - before);
+        assert_eq!((objects.list_len(outer), objects.kept_len(outer)), (100_002, 2));
+        assert_eq!(objects.list_item(outer, 99_999), Value::Opaque(Opaque::Unkept));
+        assert_eq!(objects.list_item(outer, 100_000), Value::List(inner));
+        assert_eq!(objects.list_item(outer, 100_001), Value::Int(3));
+        assert_eq!(objects.list_item(outer, 100_002), Value::Opaque(Opaque::Unkept));
     }
 }

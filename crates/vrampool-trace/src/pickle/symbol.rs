@@ -32,6 +32,8 @@ pub(crate) enum Symbol {
     SegmentUnmap,
     /// Action `oom`.
     Oom,
+    /// Action `snapshot`, `annotate` or `user_defined`: entries PyTorch writes that are no allocator event.
+    NonEvent,
     /// Any other string.
     Other,
 }
@@ -80,6 +82,7 @@ impl Symbol {
             b"segment_map" => Symbol::SegmentMap,
             b"segment_unmap" => Symbol::SegmentUnmap,
             b"oom" => Symbol::Oom,
+            b"snapshot" | b"annotate" | b"user_defined" => Symbol::NonEvent,
             _ => Symbol::Other,
         }
     }
