@@ -375,7 +375,7 @@ impl DeviceLedger {
     }
 
     pub(crate) fn count_host_blocked(&mut self, ns: u64) {
-        self.counters.host_blocked_ns += ns;
+        self.counters.host_blocked_ns = self.counters.host_blocked_ns.saturating_add(ns);
     }
 }
 

@@ -360,7 +360,7 @@ impl Backend for SimDevice {
             }
         }
         state.ledger.count_event_wait();
-        state.ledger.count_host_blocked(blocked_us as u64 * 1000);
+        state.ledger.count_host_blocked((blocked_us as u64).saturating_mul(1000));
         Ok(())
     }
 
@@ -370,7 +370,7 @@ impl Backend for SimDevice {
         state.ledger.event_call("synchronize", ns)?;
         state.ledger.count_synchronization();
         // The host waits for the work queued last, the lag behind it.
-        let blocked_ns = state.streams.lag_us.max(0) as u64 * 1000;
+        let blocked_ns = (state.streams.lag_us.max(0) as u64).saturating_mul(1000);
         state.ledger.count_host_blocked(blocked_ns);
         // A synchronisation waits for everything, held streams included.
         state.streams.held.clear();
