@@ -7,6 +7,7 @@
 use crate::byte_format::{format_bytes, parse_bytes};
 use crate::dynamic::{Cap, DynamicConfig, VirtualMemory};
 use crate::error::{Error, Result};
+use crate::excerpt::excerpt;
 use crate::fixed::Fallback;
 use crate::hybrid::ClassSpec;
 use crate::pool_spec::{BackendKind, PoolSpec, Strategy};
@@ -142,7 +143,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
                 "host" => BackendKind::Host,
                 "cuda" => BackendKind::Cuda,
                 "cuda-vm" => BackendKind::CudaVirtual,
-                _ => return Err(v.bad(format!("`{}` is not one of sim, host, cuda, cuda-vm", v.text))),
+                _ => return Err(v.bad(format!("`{}` is not one of sim, host, cuda, cuda-vm", v.shown()))),
             });
             Ok(())
         },
@@ -157,7 +158,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| {
             let page = v.bytes()?;
             if page == 0 || page % MIB != 0 {
-                return Err(v.bad(format!("`{}` is not a positive multiple of 1 MiB", v.text)));
+                return Err(v.bad(format!("`{}` is not a positive multiple of 1 MiB", v.shown())));
             }
             spec.page_size = Some(page);
             Ok(())
@@ -187,7 +188,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             spec.fixed.fallback = match v.text {
                 "backend" => Fallback::Backend,
                 "reject" => Fallback::Reject,
-                _ => return Err(v.bad(format!("`{}` is not backend or reject", v.text))),
+                _ => return Err(v.bad(format!("`{}` is not backend or reject", v.shown()))),
             };
             Ok(())
         },
@@ -210,17 +211,13 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     ConfigKey::new(
         "cap",
         KeyScope::Dynamic,
-        "a fraction of the device (`0.8`) or bytes",
-        |spec, v| {
-            let cap = match v.text.parse::<f64>() {
-                Ok(fraction) if fraction <= 1.0 => Cap::Fraction(fraction),
-                _ => Cap::Bytes(v.bytes()?),
-            };
-            set_dynamic(spec, cap, |d, cap| d.cap = cap)
-        },
+        "a fraction of the device in (0, 1] (`0.8`) or a size (`80GiB`)",
+        |spec, v| set_dynamic(spec, v.cap()?, |d, cap| d.cap = cap),
         |spec| {
             Some(match spec.dynamic().cap {
                 Cap::Fraction(fraction) => fraction.to_string(),
+                // `0B` and `1B`, not `0` and `1`, which read back as fractions.
+                Cap::Bytes(bytes @ 0..=1) => format!("{bytes}B"),
                 Cap::Bytes(bytes) => format_bytes(bytes),
             })
         },
@@ -233,7 +230,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             let virtual_memory = match v.text {
                 "auto" => VirtualMemory::Auto,
                 "off" => VirtualMemory::Off,
-                _ => return Err(v.bad(format!("`{}` is not auto or off", v.text))),
+                _ => return Err(v.bad(format!("`{}` is not auto or off", v.shown()))),
             };
             set_dynamic(spec, virtual_memory, |d, vm| d.virtual_memory = vm)
         },
@@ -277,8 +274,9 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
                 .split('+')
                 .filter(|c| !c.is_empty())
                 .map(|class| {
-                    let (size, count) =
-                        class.split_once('x').ok_or_else(|| v.bad(format!("`{class}` is not SIZExCOUNT")))?;
+                    let (size, count) = class
+                        .split_once('x')
+                        .ok_or_else(|| v.bad(format!("`{}` is not SIZExCOUNT", excerpt(class))))?;
                     Ok(ClassSpec { block_size: v.with(size).bytes()?, block_count: v.with(count).number()? })
                 })
                 .collect::<Result<_>>()?;
@@ -396,9 +394,9 @@ fn set_dynamic<T: Copy>(spec: &mut PoolSpec, value: T, assign: fn(&mut DynamicCo
     Ok(())
 }
 
-/// An error naming `key`, for a value it does not take.
+/// An error naming `key` (quoted by its start where it is long), for a value it does not take.
 pub(crate) fn bad(key: &str, reason: impl Into<String>) -> Error {
-    Error::BadConfigString { key: key.to_string(), reason: reason.into() }
+    Error::BadConfigString { key: excerpt(key), reason: reason.into() }
 }
 
 /// A value given for a key, parsed as the key needs it; its errors name the key.
@@ -419,14 +417,45 @@ impl<'a> Value<'a> {
         bad(self.key, reason)
     }
 
+    /// The value as error messages quote it.
+    fn shown(self) -> String {
+        excerpt(self.text)
+    }
+
     /// The value as a number.
     fn number<T: std::str::FromStr>(self) -> Result<T> {
-        self.text.parse().map_err(|_| self.bad(format!("`{}` is not a number", self.text)))
+        self.text.parse().map_err(|_| self.bad(format!("`{}` is not a number", self.shown())))
     }
 
     /// The value as a byte count.
     fn bytes(self) -> Result<u64> {
-        parse_bytes(self.text).ok_or_else(|| self.bad(format!("`{}` is not a byte count (like 512MiB)", self.text)))
+        parse_bytes(self.text).ok_or_else(|| self.bad(format!("`{}` is not a byte count (like 512MiB)", self.shown())))
+    }
+
+    /// The value as a cap: a fraction of the device in (0, 1] (`0.8`, `1`), or a size (`80GiB`; a whole
+    /// number above 1 without a unit is bytes). Anything else, `1.5` or `0` among them, is an error.
+    fn cap(self) -> Result<Cap> {
+        let text = self.text;
+        let neither = || {
+            self.bad(format!(
+                "`{}` is neither a fraction of the device in (0, 1] (like 0.8) nor a size (like 80GiB)",
+                self.shown()
+            ))
+        };
+        if text.ends_with(|c: char| c.is_ascii_alphabetic()) {
+            return parse_bytes(text).map(Cap::Bytes).ok_or_else(neither);
+        }
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return match text.parse::<u64>() {
+                Ok(1) => Ok(Cap::Fraction(1.0)),
+                Ok(bytes) if bytes > 1 => Ok(Cap::Bytes(bytes)),
+                _ => Err(neither()),
+            };
+        }
+        match text.parse::<f64>() {
+            Ok(fraction) if fraction > 0.0 && fraction <= 1.0 => Ok(Cap::Fraction(fraction)),
+            _ => Err(neither()),
+        }
     }
 
     /// The value as true or false.
@@ -434,7 +463,7 @@ impl<'a> Value<'a> {
         match self.text {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(self.bad(format!("`{}` is not true or false", self.text))),
+            _ => Err(self.bad(format!("`{}` is not true or false", self.shown()))),
         }
     }
 }

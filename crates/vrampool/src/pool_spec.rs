@@ -1,7 +1,8 @@
 //! A pool described by one string, the same everywhere: the command line, the environment variable of the
 //! PyTorch library, the C API. `strategy=hybrid,coverage=0.9,watermark=0.8,initial_size=512MiB`.
 //!
-//! Keys (all optional; unknown keys and bad values are errors naming the key), from [`CONFIG_KEYS`]:
+//! Keys (all optional, each given once; unknown keys, bad values and a key given twice are errors naming the
+//! key), from [`CONFIG_KEYS`]:
 //!
 //! | key | sets | values | default |
 //! | --- | --- | --- | --- |
@@ -13,7 +14,7 @@
 //! | `fallback` | fixed pool | `backend` or `reject` | `backend` |
 //! | `initial_size` | dynamic pool, hybrid's region | bytes | `256MiB` |
 //! | `growth_factor` | dynamic pool, hybrid's region | a number above 1 | `1.5` (the hybrid's region: `1.01`) |
-//! | `cap` | dynamic pool, hybrid's region | a fraction of the device (`0.8`) or bytes | `0.8` |
+//! | `cap` | dynamic pool, hybrid's region | a fraction of the device in (0, 1] (`0.8`) or a size (`80GiB`) | `0.8` |
 //! | `virtual_memory` | dynamic pool, hybrid's region | `auto` or `off` | `auto` |
 //! | `reclaim_idle` | dynamic pool, hybrid's region | `true` or `false` | `true` |
 //! | `wait_for_idle` | dynamic pool, hybrid's region | `true` or `false` | `false` (the hybrid's region: `true`) |
@@ -42,6 +43,7 @@ use crate::backend::Backend;
 use crate::config_keys::{CONFIG_KEYS, KeyScope, bad, find, key_of_field};
 use crate::dynamic::{DynamicConfig, DynamicPool};
 use crate::error::{Error, Result};
+use crate::excerpt::excerpt;
 use crate::fixed::{FixedConfig, FixedPool};
 use crate::hybrid::{HybridConfig, HybridPool};
 use crate::pool::Pool;
@@ -79,7 +81,7 @@ impl std::str::FromStr for Strategy {
         Strategy::ALL
             .into_iter()
             .find(|st| st.name() == s)
-            .ok_or_else(|| bad("strategy", format!("`{s}` is not one of fixed, dynamic, hybrid")))
+            .ok_or_else(|| bad("strategy", format!("`{}` is not one of fixed, dynamic, hybrid", excerpt(s))))
     }
 }
 
@@ -127,15 +129,22 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
-    /// Parses a config string; the empty string is the default (a learning hybrid).
+    /// Parses a config string; the empty string is the default (a learning hybrid). A key given twice is
+    /// an error naming it.
     pub fn parse(text: &str) -> Result<Self> {
         let mut spec = PoolSpec::default();
+        let mut given: Vec<&'static str> = Vec::new();
         for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
             let (key, value) = item
                 .split_once('=')
                 .map(|(k, v)| (k.trim(), v.trim()))
                 .ok_or_else(|| bad(item, "expected key=value"))?;
-            spec.set(key, value)?;
+            let found = find(key).ok_or_else(|| bad(key, "unknown key"))?;
+            if given.contains(&found.name) {
+                return Err(bad(key, "given twice: each key may be given once"));
+            }
+            given.push(found.name);
+            found.set(&mut spec, value)?;
         }
         Ok(spec)
     }
@@ -228,6 +237,7 @@ fn named_by_key(err: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynamic::Cap;
 
     #[test]
     fn the_empty_string_is_the_default() {
@@ -294,6 +304,81 @@ mod tests {
                 let message = err.to_string();
                 assert!(message.contains(key) && !message.contains(field), "{text}: {message}");
             }
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_naming_it() {
+        for (text, key) in [
+            ("cap=0.5,cap=0.8", "cap"),
+            ("strategy=dynamic,growth_factor=1.2,strategy=fixed", "strategy"),
+            ("classes=4KiBx1, classes = 8KiBx1", "classes"),
+            ("backend=host,backend=host", "backend"),
+        ] {
+            match PoolSpec::parse(text) {
+                Err(err @ Error::BadConfigString { .. }) => {
+                    assert_eq!(
+                        err.to_string(),
+                        format!("bad config string at `{key}`: given twice: each key may be given once")
+                    );
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cap_is_a_fraction_in_0_to_1_or_a_size() {
+        let cap = |text: &str| PoolSpec::parse(&format!("strategy=dynamic,cap={text}")).map(|spec| spec.dynamic.cap);
+        assert_eq!(cap("0.8"), Ok(Cap::Fraction(0.8)));
+        assert_eq!(cap("1"), Ok(Cap::Fraction(1.0)));
+        assert_eq!(cap("1.0"), Ok(Cap::Fraction(1.0)));
+        assert_eq!(cap("0.000001"), Ok(Cap::Fraction(0.000001)));
+        assert_eq!(cap("80GiB"), Ok(Cap::Bytes(80 << 30)));
+        assert_eq!(cap("1.5GiB"), Ok(Cap::Bytes(3 << 29)));
+        assert_eq!(cap("104973056"), Ok(Cap::Bytes(104973056)), "a whole number above 1 is bytes");
+        assert_eq!(cap("0B"), Ok(Cap::Bytes(0)));
+        for text in
+            ["1.5", "2.0", "0", "0.0", "-0.5", "-1", "NaN", "inf", "1e9", "1e-400", "", "x", "18446744073709551616"]
+        {
+            match cap(text) {
+                Err(Error::BadConfigString { key, reason }) => {
+                    assert_eq!(key, "cap", "{text}");
+                    assert!(reason.contains("neither a fraction of the device in (0, 1]"), "{text}: {reason}");
+                }
+                other => panic!("cap={text}: {other:?}"),
+            }
+        }
+        // Every cap prints as text that reads back to it.
+        for value in
+            [Cap::Fraction(0.8), Cap::Fraction(1.0), Cap::Bytes(0), Cap::Bytes(1), Cap::Bytes(2), Cap::Bytes(1000)]
+        {
+            let spec = PoolSpec {
+                strategy: Strategy::Dynamic,
+                dynamic: DynamicConfig::default().cap(value),
+                ..PoolSpec::default()
+            };
+            assert_eq!(PoolSpec::parse(&spec.to_string()).unwrap().dynamic.cap, value, "{spec}");
+        }
+    }
+
+    #[test]
+    fn errors_quote_a_short_excerpt_of_long_input() {
+        let long = "9".repeat(1 << 20);
+        for text in [
+            format!("{long}=1"),
+            long.clone(),
+            format!("strategy={long}"),
+            format!("block_size={long}"),
+            format!("classes={long}"),
+            format!("classes=4KiBx{long}"),
+            format!("cap={long}x"),
+            format!("backend={long}"),
+            format!("deterministic={long}"),
+        ] {
+            let message = PoolSpec::parse(&text).unwrap_err().to_string();
+            assert!(message.len() < 200, "{} bytes: {}", message.len(), &message[..200]);
+            assert!(message.contains("99999...") && message.contains("bytes)"), "{message}");
         }
     }
 
