@@ -167,9 +167,7 @@ impl PoolSpec {
         let checked = match self.strategy {
             Strategy::Fixed => self.fixed.validate(capacity).map(|_| ()),
             Strategy::Dynamic => self.dynamic.validate(capacity).map(|_| ()),
-            Strategy::Hybrid => {
-                self.hybrid.validate().and_then(|()| self.hybrid.dynamic.validate(capacity).map(|_| ()))
-            }
+            Strategy::Hybrid => self.hybrid.validate_against(capacity).map(|_| ()),
         };
         checked.map_err(named_by_key)
     }

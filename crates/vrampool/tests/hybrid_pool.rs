@@ -501,12 +501,17 @@ fn carved_class_blocks_are_not_the_regions_live_allocations() {
     assert_eq!(region.stats().allocated_bytes.current, 0, "the cached block went back with the trim");
 }
 
-/// A class given more blocks than the region's cap could ever hold gets the blocks that fit, not a record
-/// for each block it asked for: a billion 1 MiB blocks would need 16 GB of host memory for their records
-/// (the process aborted making them) where a 512 MiB cap holds 512 such blocks.
+/// A class given more blocks than the device could ever hold is refused, at once and before the region
+/// reserves anything: a billion 1 MiB blocks would need 16 GB of host memory for their records. One that
+/// fits the device but not the region's cap gets the blocks that fit in the cap, not a record for each
+/// block it asked for.
 #[test]
 fn a_class_holds_no_more_blocks_than_the_cap_fits() {
-    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(MIB, 1_000_000_000), (4 * KIB, 8)])).unwrap();
+    let device = Arc::new(SimDevice::default());
+    let err = HybridPool::new(device.clone(), given(&[(MIB, 1_000_000_000), (4 * KIB, 8)])).unwrap_err();
+    assert!(matches!(&err, vrampool::Error::InvalidConfig { field: "classes", .. }), "{err}");
+    assert_eq!(device.counters().ranges_reserved + device.counters().segments_allocated, 0);
+    let pool = HybridPool::new(Arc::new(SimDevice::default()), given(&[(MIB, 100_000), (4 * KIB, 8)])).unwrap();
     let classes = pool.classes();
     assert_eq!(
         classes,
@@ -517,10 +522,13 @@ fn a_class_holds_no_more_blocks_than_the_cap_fits() {
     for block in blocks {
         pool.free(block.addr).unwrap();
     }
-    let spec: vrampool::PoolSpec = "strategy=hybrid,classes=256x4294967294,cap=1GiB".parse().unwrap();
+    let spec: vrampool::PoolSpec = "strategy=hybrid,classes=256x400000000,cap=1GiB".parse().unwrap();
     let pool = spec.build_any(Arc::new(SimDevice::default())).unwrap();
     let vrampool::AnyPool::Hybrid(pool) = pool else { panic!("a hybrid") };
     assert_eq!(pool.classes(), vec![ClassSpec { block_size: 256, block_count: 4 * 1024 * 1024 }]);
+    let spec: vrampool::PoolSpec = "strategy=hybrid,classes=256x4294967294,cap=1GiB".parse().unwrap();
+    let err = spec.build_any(Arc::new(SimDevice::default())).err().unwrap();
+    assert!(err.to_string().contains("classes = 256x4294967294"), "{err}");
 }
 
 /// A steady churn of sizes that classes and region share must settle: once the chunks moved since the last

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::waste_bound::WasteBound;
+use crate::byte_format::format_bytes;
 use crate::dynamic::DynamicConfig;
 use crate::error::{Error, Result};
 use crate::units::{KIB, MIB, MIN_BLOCK};
@@ -16,9 +17,9 @@ pub const MAX_CLASSES: usize = 255;
 pub struct ClassSpec {
     /// Bytes per block, a positive multiple of 256.
     pub block_size: u64,
-    /// The most blocks the class holds (its capacity), at least 1. A pool gives a class no more blocks
-    /// than fit in its region's cap, whatever the count asks for ([`crate::HybridPool::classes`] says
-    /// how many it got).
+    /// The most blocks the class holds (its capacity), at least 1. The class at its full count must fit
+    /// in the device ([`HybridConfig::validate_against`]); a pool gives it no more blocks than fit in its
+    /// region's cap ([`crate::HybridPool::classes`] says how many it got).
     pub block_count: u64,
 }
 
@@ -258,6 +259,27 @@ impl HybridConfig {
         }
         Ok(())
     }
+
+    /// Checks every value against a device of `capacity` bytes, as making the pool does before it reserves
+    /// anything: the hybrid's own ([`HybridConfig::validate`]), the region's ([`DynamicConfig::validate`]),
+    /// and that each given class, every block of it at its full count, fits in the device. O(keys +
+    /// classes), whatever the counts. Returns the region's cap in bytes.
+    pub fn validate_against(&self, capacity: u64) -> Result<u64> {
+        self.validate()?;
+        let cap = self.dynamic.validate(capacity)?;
+        for class in &self.classes {
+            let bytes = class.block_size.checked_mul(class.block_count);
+            if bytes.is_none_or(|bytes| bytes > capacity) {
+                let needed = bytes.map_or_else(|| format!("more than {}", u64::MAX), |bytes| bytes.to_string());
+                return Err(Error::invalid_config(
+                    "classes",
+                    format!("{}x{}", format_bytes(class.block_size), class.block_count),
+                    format!("the class takes {needed} bytes at full count, more than the device's {capacity} bytes"),
+                ));
+            }
+        }
+        Ok(cap)
+    }
 }
 
 #[cfg(test)]
@@ -298,5 +320,33 @@ mod tests {
             let err = config.validate().unwrap_err();
             assert!(matches!(err, Error::InvalidConfig { field: f, .. } if f == field), "{err}");
         }
+    }
+
+    #[test]
+    fn each_given_class_must_fit_in_the_device_at_full_count() {
+        let classes = |specs: &[(u64, u64)]| {
+            HybridConfig::default()
+                .classes(specs.iter().map(|&(block_size, block_count)| ClassSpec { block_size, block_count }).collect())
+        };
+        // Together the classes may ask for more than the device: they share the region.
+        let capacity = 1000 * MIB;
+        assert_eq!(classes(&[(MIB, 1000), (4 * KIB, 256000)]).validate_against(capacity), Ok(800 * MIB));
+        let err = classes(&[(4 * KIB, 8), (MIB, 1001)]).validate_against(capacity).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: classes = 1MiBx1001: the class takes 1049624576 bytes at full count, more \
+             than the device's 1048576000 bytes"
+        );
+        // The most blocks a class may have, on an H200, and counts whose bytes pass 2^64: refused at once.
+        let err = classes(&[(256, u32::MAX as u64 - 1)]).validate_against(141_000_000_000).unwrap_err();
+        assert!(err.to_string().contains("takes 1099511627264 bytes"), "{err}");
+        let err = classes(&[(1 << 62, 4)]).validate_against(u64::MAX).unwrap_err();
+        assert!(err.to_string().contains("takes more than 18446744073709551615 bytes"), "{err}");
+        // The hybrid's and the region's own checks come first.
+        let err = classes(&[(MIB, 1)]).coverage(2.0).validate_against(capacity).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { field: "coverage", .. }), "{err}");
+        let region = DynamicConfig::default().initial_size(900 * MIB);
+        let err = classes(&[(MIB, 1)]).dynamic(region).validate_against(capacity).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { field: "initial_size", .. }), "{err}");
     }
 }

@@ -101,9 +101,11 @@ pub struct HybridPool {
 }
 
 impl HybridPool {
-    /// Makes the pool: the region's initial reservation, and the classes if they are given.
+    /// Makes the pool: the region's initial reservation, and the classes if they are given. A
+    /// configuration the device cannot hold is an error before anything is reserved
+    /// ([`HybridConfig::validate_against`]).
     pub fn new(backend: Arc<dyn Backend>, config: HybridConfig) -> Result<Self> {
-        config.validate()?;
+        config.validate_against(backend.capacity())?;
         let order = Arc::new(StreamOrder::default());
         let dynamic = Arc::new(DynamicPool::with_stream_order(backend.clone(), config.dynamic.clone(), order.clone())?);
         let watermark = Watermark::new(config.watermark, dynamic.clone(), config.deterministic)

@@ -1,0 +1,111 @@
+//! Configurations checked against the device before anything is reserved: a class table, a block count or
+//! a growth the device cannot hold is an error at once, in time that does not grow with the counts, and the
+//! device is never asked for memory. Every number a config string takes, at 0, 1, 2^63 and 2^64 - 1, parses,
+//! validates and builds to a pool or an error, never a panic (the tests build with overflow checks on).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vrampool::{
+    Backend, Error, GIB, HostMemory, HostMemoryConfig, MIB, Pool, PoolSpec, SimDevice, SimDeviceConfig, StreamId,
+};
+
+/// A config refused in less than this is refused by a check of its keys, not of its blocks.
+const AT_ONCE: Duration = Duration::from_secs(1);
+
+/// Builds `text` on `device` and checks that it is refused, at once, naming `key`, with nothing asked of
+/// the device.
+fn refused_before_reserving(text: &str, device: Arc<SimDevice>, key: &str) {
+    let spec = PoolSpec::parse(text).unwrap();
+    let started = Instant::now();
+    let validated = spec.validate(device.capacity());
+    let built = spec.build_any(device.clone());
+    assert!(started.elapsed() < AT_ONCE, "`{text}` took {:?}", started.elapsed());
+    for err in [validated.unwrap_err(), built.expect_err("refused")] {
+        assert!(matches!(&err, Error::InvalidConfig { field, .. } if *field == key), "`{text}`: {err}");
+    }
+    let counters = device.counters();
+    assert_eq!((counters.segments_allocated, counters.ranges_reserved), (0, 0), "`{text}` reserved memory");
+}
+
+#[test]
+fn a_class_table_the_device_cannot_hold_is_refused_before_anything_is_reserved() {
+    let h200 = || Arc::new(SimDevice::default());
+    refused_before_reserving("classes=256x4294967294", h200(), "classes");
+    refused_before_reserving("classes=1MiBx1000000000", h200(), "classes");
+    refused_before_reserving("classes=8388608TiBx2", h200(), "classes");
+    refused_before_reserving("classes=4KiBx512+256GiBx1", h200(), "classes");
+    // A class of more than 1 GiB of blocks on a device of 1 GiB.
+    let small = || Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(GIB)));
+    refused_before_reserving("classes=256x4194305", small(), "classes");
+    refused_before_reserving("classes=4KiBx8+1MiBx1025,cap=0.5", small(), "classes");
+    // Classes that each fit the device share the region, even where all of them together would not.
+    let fits = PoolSpec::parse("classes=1MiBx1024+2MiBx512").unwrap();
+    assert!(fits.build_any(small()).is_ok());
+}
+
+#[test]
+fn a_block_count_or_a_growth_the_device_cannot_hold_is_refused_before_anything_is_reserved() {
+    let h200 = || Arc::new(SimDevice::default());
+    refused_before_reserving("strategy=fixed,block_size=256,block_count=4294967294", h200(), "block_count");
+    refused_before_reserving("strategy=fixed,block_size=8388608TiB,block_count=2", h200(), "block_count");
+    refused_before_reserving("strategy=dynamic,initial_size=200GB", h200(), "initial_size");
+    refused_before_reserving("strategy=dynamic,initial_size=8388608TiB", h200(), "initial_size");
+    refused_before_reserving("strategy=hybrid,initial_size=100GB,cap=0.5", h200(), "initial_size");
+    refused_before_reserving("strategy=dynamic,cap=0B", h200(), "cap");
+}
+
+/// Every key that takes a number, and each of the number's forms.
+const NUMERIC_KEYS: &[&str] = &[
+    "page_size",
+    "block_size",
+    "block_count",
+    "initial_size",
+    "growth_factor",
+    "cap",
+    "warmup",
+    "coverage",
+    "max_waste",
+    "waste_floor",
+    "cached_waste",
+    "max_classes",
+    "max_class_size",
+    "headroom",
+    "watermark",
+];
+
+/// 0, 1, 2^63 and 2^64 - 1, as a number and as bytes, and as class tables.
+const EXTREMES: &[&str] = &["0", "1", "9223372036854775808", "18446744073709551615", "8388608TiB", "0B", "1B"];
+
+#[test]
+fn numbers_at_their_extremes_build_a_pool_or_an_error() {
+    let mut items: Vec<String> =
+        NUMERIC_KEYS.iter().flat_map(|key| EXTREMES.iter().map(move |value| format!("{key}={value}"))).collect();
+    for size in EXTREMES {
+        for count in ["0", "1", "4294967294", "4294967295", "9223372036854775808", "18446744073709551615"] {
+            items.push(format!("classes={size}x{count}"));
+        }
+    }
+    for strategy in ["fixed", "dynamic", "hybrid"] {
+        for item in &items {
+            let text = format!("strategy={strategy},{item}");
+            let Ok(spec) = PoolSpec::parse(&text) else { continue };
+            for device in [
+                Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(GIB))) as Arc<dyn Backend>,
+                Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(u64::MAX))),
+                Arc::new(HostMemory::new(HostMemoryConfig::default().capacity(256 * MIB).granularity(None))),
+            ] {
+                let started = Instant::now();
+                let _ = spec.validate(device.capacity());
+                if let Ok(pool) = spec.build_any(device) {
+                    for size in [1, 1 << 63, u64::MAX] {
+                        if let Ok(block) = pool.allocate(size, 256, StreamId::DEFAULT) {
+                            pool.free(block.addr).unwrap();
+                        }
+                    }
+                }
+                assert!(started.elapsed() < AT_ONCE, "`{text}` took {:?}", started.elapsed());
+            }
+        }
+    }
+}
