@@ -47,8 +47,8 @@ typedef enum {
    */
   VRAMPOOL_STATUS_OK = 0,
   /**
-   * An argument is unusable: a null pointer, an alignment that is not a power of two, a device
-   * ordinal out of range, text that is not UTF-8.
+   * An argument is unusable: a null pointer, an alignment that is not a power of two or larger than
+   * the pool gives, a device ordinal out of range, text that is not UTF-8.
    */
   VRAMPOOL_STATUS_BAD_ARGUMENT = -1,
   /**
@@ -275,7 +275,9 @@ void vrampool_pool_destroy(vrampool_pool *pool);
  * aligned to at least 256 bytes) for use on `stream`, and writes the address to `*out_addr`.
  *
  * A `size` of 0 allocates nothing, writes 0 and returns `VRAMPOOL_STATUS_OK` (free of 0 does nothing, as
- * with malloc and free). Returns `VRAMPOOL_STATUS_OUT_OF_MEMORY` where the pool cannot serve the request.
+ * with malloc and free). Returns `VRAMPOOL_STATUS_OUT_OF_MEMORY` where the pool cannot serve the request,
+ * and `VRAMPOOL_STATUS_BAD_ARGUMENT` for an alignment larger than the pool gives (the error names the
+ * largest).
  *
  * # Safety
  * `out_addr` points to a writable `uint64_t`. On a CUDA device `stream` is 0 or a `CUstream` of the

@@ -7,8 +7,8 @@
 pub enum Status {
     /// Success.
     Ok = 0,
-    /// An argument is unusable: a null pointer, an alignment that is not a power of two, a device
-    /// ordinal out of range, text that is not UTF-8.
+    /// An argument is unusable: a null pointer, an alignment that is not a power of two or larger than
+    /// the pool gives, a device ordinal out of range, text that is not UTF-8.
     BadArgument = -1,
     /// The pool cannot serve the request: it would pass the pool's cap, the device has no memory left, or
     /// a fixed pool that rejects oversize requests got one larger than its blocks; or (making a pool) the

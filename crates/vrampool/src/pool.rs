@@ -35,7 +35,8 @@ pub trait Pool: Send + Sync {
     fn backend(&self) -> &Arc<dyn Backend>;
 
     /// Allocates `size` bytes aligned to `alignment` (a power of two; every block is aligned to at least
-    /// 256 bytes) for use on `stream`.
+    /// 256 bytes) for use on `stream`. An alignment larger than any block of the pool can have is
+    /// [`Error::AlignmentTooLarge`](crate::Error::AlignmentTooLarge), naming the largest the pool gives.
     fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation>;
 
     /// Frees the allocation that starts at `addr`; the memory can be reused at once on the allocation's

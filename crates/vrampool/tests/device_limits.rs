@@ -109,3 +109,48 @@ fn numbers_at_their_extremes_build_a_pool_or_an_error() {
         }
     }
 }
+
+/// An alignment no block of the pool can have is an alignment error naming it and the largest the pool
+/// gives, and changes nothing; the largest itself is given.
+#[test]
+fn an_alignment_the_pool_cannot_give_is_an_alignment_error() {
+    for text in [
+        "strategy=dynamic",
+        "strategy=dynamic,virtual_memory=off",
+        "strategy=hybrid",
+        "strategy=hybrid,classes=4KiBx8,virtual_memory=off",
+        "strategy=fixed,block_count=8",
+        "strategy=fixed,block_count=8,fallback=reject",
+    ] {
+        let pool = PoolSpec::parse(text).unwrap().build_any(Arc::new(SimDevice::default())).unwrap();
+        let before = pool.stats();
+        let mut largest = None;
+        for alignment in [1 << 40, 1 << 63] {
+            match pool.allocate(MIB, alignment, StreamId::DEFAULT) {
+                Err(err @ Error::AlignmentTooLarge { alignment: asked, max }) => {
+                    assert_eq!(asked, alignment, "`{text}`");
+                    assert!(max.is_power_of_two() && max < alignment, "`{text}`: {max}");
+                    let message = err.to_string();
+                    assert!(
+                        message.contains(&alignment.to_string()) && message.contains(&max.to_string()),
+                        "{message}"
+                    );
+                    largest = Some(max);
+                }
+                other => panic!("`{text}`: alignment {alignment}: {other:?}"),
+            }
+        }
+        assert_eq!(pool.stats(), before, "`{text}`: a refused alignment changes nothing");
+        let largest = largest.unwrap();
+        let block = pool.allocate(MIB, largest, StreamId::DEFAULT).unwrap_or_else(|e| panic!("`{text}`: {e}"));
+        assert_eq!(block.addr % largest, 0, "`{text}`");
+        pool.free(block.addr).unwrap();
+    }
+    // On the default H200, the dynamic pool's cap is 112.8 GB: alignments up to 64 GiB.
+    let pool = PoolSpec::parse("strategy=dynamic").unwrap().build_any(Arc::new(SimDevice::default())).unwrap();
+    let err = pool.allocate(1, 1 << 40, StreamId::DEFAULT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "alignment 1099511627776 exceeds the largest alignment this pool guarantees (68719476736)"
+    );
+}

@@ -86,6 +86,8 @@ pub struct DynamicPool {
     /// Live bytes and operations, counted under the lock.
     tally: LiveTally,
     cache: OnceLock<FrontCache>,
+    /// The largest alignment the pool gives ([`DynamicPool::largest_alignment`]).
+    largest_alignment: u64,
 }
 
 /// The cache in front of a pool ([`DynamicPool::set_block_cache`]), and when its blocks are taken back.
@@ -124,6 +126,7 @@ impl DynamicPool {
         let device = PoolDevice::new(backend, ReservedCounters::default(), order, policy);
         let mut ranges = RangeAllocator::default();
         let space = Space::open(&device, &config, granularity, initial, &mut ranges)?;
+        let largest_alignment = largest_alignment(cap, space.address_space());
         Ok(DynamicPool {
             config,
             device,
@@ -136,7 +139,15 @@ impl DynamicPool {
             }),
             tally: LiveTally::default(),
             cache: OnceLock::new(),
+            largest_alignment,
         })
+    }
+
+    /// The largest alignment the pool gives: a larger one is [`Error::AlignmentTooLarge`]. The largest power
+    /// of two that an empty pool always finds room for a block at: within its configured cap on segments,
+    /// within the first half of its address range on virtual memory; at least 256 bytes.
+    pub fn largest_alignment(&self) -> u64 {
+        self.largest_alignment
     }
 
     /// The configuration the pool was made with.
@@ -276,6 +287,9 @@ impl DynamicPool {
     /// where `for_cache`, else among the live allocations.
     fn allocate_into(&self, size: u64, alignment: u64, stream: StreamId, for_cache: bool) -> Result<Allocation> {
         let request = Request::new(size, alignment)?;
+        if request.align > self.largest_alignment {
+            return Err(Error::AlignmentTooLarge { alignment: request.align, max: self.largest_alignment });
+        }
         if request.span > self.device.policy().cap {
             return Err(self.out_of_memory(size));
         }
@@ -451,6 +465,15 @@ impl Pool for DynamicPool {
     }
 }
 
+/// The largest alignment a pool capped at `cap` bytes gives ([`DynamicPool::largest_alignment`]), on a
+/// virtual range of `range` bytes where it has one. A block at alignment `a` fits in `a` bytes of padding
+/// and its own span: a segment of that size fits under the cap where `a` does, and a range has an address
+/// aligned to `a` in its first `a` bytes, below its middle where `a` is at most half the range.
+fn largest_alignment(cap: u64, range: Option<u64>) -> u64 {
+    let room = range.map_or(cap, |range| range / 2);
+    room.checked_ilog2().map_or(0, |log| 1 << log).max(MIN_BLOCK)
+}
+
 impl Drop for DynamicPool {
     fn drop(&mut self) {
         let backend = &*self.device.backend;
@@ -462,6 +485,19 @@ impl Drop for DynamicPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_alignment_is_a_power_of_two_the_cap_or_half_the_range_holds() {
+        assert_eq!(largest_alignment(0, None), MIN_BLOCK);
+        assert_eq!(largest_alignment(1, None), MIN_BLOCK);
+        assert_eq!(largest_alignment(1, Some(1)), MIN_BLOCK);
+        assert_eq!(largest_alignment(100 * MIB, None), 64 * MIB);
+        assert_eq!(largest_alignment(100 * MIB, Some(200 * MIB)), 64 * MIB);
+        assert_eq!(largest_alignment(100 * MIB, Some(100 * MIB)), 32 * MIB);
+        assert_eq!(largest_alignment(1 << 63, None), 1 << 63);
+        assert_eq!(largest_alignment(u64::MAX, None), 1 << 63);
+        assert_eq!(largest_alignment(u64::MAX, Some(u64::MAX)), 1 << 62);
+    }
 
     #[test]
     fn a_sparse_map_shrinks_and_keeps_its_entries() {
