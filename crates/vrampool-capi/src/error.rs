@@ -132,6 +132,7 @@ fn pool_status(err: &PoolError) -> Status {
         }
         PoolError::OutOfMemory { .. }
         | PoolError::DeviceOutOfMemory { .. }
+        | PoolError::AddressSpaceExhausted { .. }
         | PoolError::HostOutOfMemory { .. }
         | PoolError::BlockTooSmall { .. } => Status::OutOfMemory,
         PoolError::NotLive { .. } => Status::NotLive,
@@ -167,6 +168,15 @@ mod tests {
             ),
             (
                 CapiError::Pool(PoolError::BlockTooSmall { requested: 9, block_size: 8, fitting_block_size: 256 }),
+                Status::OutOfMemory,
+            ),
+            (
+                CapiError::Pool(PoolError::AddressSpaceExhausted {
+                    call: "reserve_range",
+                    requested: 1 << 41,
+                    base: 1 << 40,
+                    space: 1 << 40,
+                }),
                 Status::OutOfMemory,
             ),
             (CapiError::Pool(PoolError::NotLive { addr: 0x100 }), Status::NotLive),

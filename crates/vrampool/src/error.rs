@@ -125,6 +125,19 @@ pub enum Error {
         capacity: u64,
     },
 
+    /// A simulated or host device with no room left in its own range of addresses for a call.
+    #[error("{call}: no room for {requested} bytes in the device's address range of {space} bytes from {base:#x}")]
+    AddressSpaceExhausted {
+        /// The device call.
+        call: &'static str,
+        /// Bytes the call asked for.
+        requested: u64,
+        /// The first address of the device's range.
+        base: u64,
+        /// The size of the device's range in bytes.
+        space: u64,
+    },
+
     /// A failure planted by fault injection on a simulated or host backend.
     #[error("{call} failed: fault injected at backend call #{index}")]
     InjectedFault {
@@ -198,8 +211,11 @@ impl Error {
         Error::InvalidConfig { field, value: value.to_string(), reason: reason.into() }
     }
 
-    /// Whether the error means the device or the pool ran out of memory.
+    /// Whether the error means the device or the pool ran out of memory (or of addresses).
     pub fn is_out_of_memory(&self) -> bool {
-        matches!(self, Error::OutOfMemory { .. } | Error::DeviceOutOfMemory { .. })
+        matches!(
+            self,
+            Error::OutOfMemory { .. } | Error::DeviceOutOfMemory { .. } | Error::AddressSpaceExhausted { .. }
+        )
     }
 }

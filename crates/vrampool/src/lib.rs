@@ -55,8 +55,8 @@ mod units;
 
 pub use any_pool::AnyPool;
 pub use backend::{
-    Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HostMemory, HostMemoryConfig, POISON,
-    SimDevice, SimDeviceConfig,
+    Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HOST_ADDRESS_SPACE, HostMemory,
+    HostMemoryConfig, POISON, SIM_ADDRESS_SPACE, SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;
 pub use byte_format::{BYTE_UNITS, format_bytes, human_bytes, parse_bytes, short_bytes, whole_mib};

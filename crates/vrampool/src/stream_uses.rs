@@ -223,14 +223,10 @@ impl<P: Pool> Pool for StreamUses<P> {
             let _ = self.collect();
         }
         match self.pool.allocate(size, alignment, stream) {
-            Err(err @ (Error::OutOfMemory { .. } | Error::DeviceOutOfMemory { .. }))
-                if self.held.load(Ordering::Relaxed) != 0 =>
-            {
-                match self.wait_all() {
-                    Ok(n) if n > 0 => self.pool.allocate(size, alignment, stream),
-                    _ => Err(err),
-                }
-            }
+            Err(err) if err.is_out_of_memory() && self.held.load(Ordering::Relaxed) != 0 => match self.wait_all() {
+                Ok(n) if n > 0 => self.pool.allocate(size, alignment, stream),
+                _ => Err(err),
+            },
             result => result,
         }
     }

@@ -117,24 +117,29 @@ impl CostModel {
         pair - pair / 2
     }
 
-    /// The cost of creating and mapping `pages` new pages of `page` bytes in one batch.
+    /// The cost of creating and mapping `pages` new pages of `page` bytes in one batch (each of these costs
+    /// saturates at `u64::MAX` nanoseconds).
     pub fn map(&self, pages: u64, page: u64) -> u64 {
-        pages * (interpolate(&self.create_page_ns, page) + interpolate(&self.map_page_ns, page)) + self.set_access_ns
+        let per_page = interpolate(&self.create_page_ns, page).saturating_add(interpolate(&self.map_page_ns, page));
+        pages.saturating_mul(per_page).saturating_add(self.set_access_ns)
     }
 
     /// The cost of unmapping and releasing `pages` pages of `page` bytes.
     pub fn unmap(&self, pages: u64, page: u64) -> u64 {
-        pages * (interpolate(&self.unmap_page_ns, page) + interpolate(&self.release_page_ns, page))
+        pages.saturating_mul(
+            interpolate(&self.unmap_page_ns, page).saturating_add(interpolate(&self.release_page_ns, page)),
+        )
     }
 
     /// The cost of moving `pages` pages of `page` bytes to new addresses in one batch.
     pub fn remap(&self, pages: u64, page: u64) -> u64 {
-        pages * (interpolate(&self.unmap_page_ns, page) + interpolate(&self.map_page_ns, page)) + self.set_access_ns
+        let per_page = interpolate(&self.unmap_page_ns, page).saturating_add(interpolate(&self.map_page_ns, page));
+        pages.saturating_mul(per_page).saturating_add(self.set_access_ns)
     }
 
     /// The cost of mapping `pages` pages of `page` bytes at a second address in one batch.
     pub fn alias(&self, pages: u64, page: u64) -> u64 {
-        pages * interpolate(&self.map_page_ns, page) + self.set_access_ns
+        pages.saturating_mul(interpolate(&self.map_page_ns, page)).saturating_add(self.set_access_ns)
     }
 }
 
@@ -166,5 +171,11 @@ mod tests {
         // 64 MiB as 32 pages of 2 MiB or one page of 64 MiB.
         assert!(model.map(1, 64 * MIB) * 5 < model.map(32, g), "{} {}", model.map(1, 64 * MIB), model.map(32, g));
         assert_eq!(CostModel::free().map(10, g), 0);
+        for pages in [0, 1, 1 << 63, u64::MAX] {
+            for cost in [model.map(pages, 1), model.unmap(pages, 1), model.remap(pages, 1), model.alias(pages, 1)] {
+                assert!(pages < 2 || cost == u64::MAX, "{pages} pages: {cost}");
+            }
+        }
+        assert!(model.segment_pair(u64::MAX) > model.segment_pair(GIB), "the last rate goes on");
     }
 }

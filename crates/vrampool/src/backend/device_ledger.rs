@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, DeviceCounters, FaultPlan};
 use crate::error::{Error, Result};
+use crate::units::align_up;
 
 /// One reserved address range and the physical chunk mapped at each of its chunks.
 #[derive(Debug)]
@@ -20,11 +21,20 @@ const UNMAPPED: u64 = 0;
 
 /// The state of a device without a GPU. Every call is checked against the backend contract: a pool bug
 /// (a double free, a map over a mapped chunk) shows up as [`Error::InvalidBackendCall`], never silently.
+///
+/// Addresses come from the device's own range, `[first_addr, end_addr)`: handed out one after the other,
+/// and once the end is reached, from the lowest stretch free between the segments and ranges held. No
+/// address outside the range, and never 0, is handed out.
 #[derive(Debug)]
 pub(crate) struct DeviceLedger {
     capacity: u64,
     granularity: Option<u64>,
     address_align: u64,
+    /// The first address of the device's range.
+    first_addr: u64,
+    /// The end of the device's range (exclusive).
+    end_addr: u64,
+    /// Where the next address is taken from while the range has room past everything handed out.
     next_addr: u64,
     segments: BTreeMap<u64, u64>,
     ranges: BTreeMap<u64, ReservedRange>,
@@ -39,13 +49,26 @@ pub(crate) struct DeviceLedger {
 }
 
 impl DeviceLedger {
-    pub(crate) fn new(capacity: u64, granularity: Option<u64>, base_addr: u64, cost: CostModel) -> Self {
+    /// A device of `capacity` bytes whose addresses lie in the `address_space` bytes from `base_addr`
+    /// (its first address rounded up to the alignment of segments, and never 0; the range's end clamped
+    /// to the top of the 64-bit space).
+    pub(crate) fn new(
+        capacity: u64,
+        granularity: Option<u64>,
+        base_addr: u64,
+        address_space: u64,
+        cost: CostModel,
+    ) -> Self {
         let address_align = granularity.unwrap_or(2 << 20).max(256);
+        let first_addr = align_up(base_addr.max(1), address_align).unwrap_or(u64::MAX);
+        let end_addr = base_addr.saturating_add(address_space).max(first_addr);
         DeviceLedger {
             capacity,
             granularity,
             address_align,
-            next_addr: base_addr,
+            first_addr,
+            end_addr,
+            next_addr: first_addr,
             segments: BTreeMap::new(),
             ranges: BTreeMap::new(),
             counters: DeviceCounters::default(),
@@ -76,7 +99,7 @@ impl DeviceLedger {
     }
 
     pub(crate) fn add_time(&mut self, ns: u64) {
-        self.counters.driver_time_ns += ns;
+        self.counters.driver_time_ns = self.counters.driver_time_ns.saturating_add(ns);
     }
 
     /// Counts a call and fails it if the fault plan says so.
@@ -94,22 +117,70 @@ impl DeviceLedger {
         Error::InvalidBackendCall { call, reason }
     }
 
-    fn take_capacity(&mut self, call: &'static str, bytes: u64) -> Result<()> {
+    /// Refuses `bytes` more than the device has left.
+    fn check_capacity(&mut self, call: &'static str, bytes: u64) -> Result<()> {
         let used = self.counters.used_bytes;
         if bytes > self.capacity - used {
             self.counters.failed_calls += 1;
             return Err(Error::DeviceOutOfMemory { call, requested: bytes, used, capacity: self.capacity });
         }
-        self.counters.used_bytes += bytes;
-        self.counters.peak_used_bytes = self.counters.peak_used_bytes.max(self.counters.used_bytes);
         Ok(())
     }
 
-    fn next_address(&mut self, size: u64) -> u64 {
-        let addr = self.next_addr;
-        let span = size.div_ceil(self.address_align) * self.address_align;
-        self.next_addr += span;
-        addr
+    /// Counts `bytes` more in use (checked by [`DeviceLedger::check_capacity`]).
+    fn add_used(&mut self, bytes: u64) {
+        self.counters.used_bytes += bytes;
+        self.counters.peak_used_bytes = self.counters.peak_used_bytes.max(self.counters.used_bytes);
+    }
+
+    fn take_capacity(&mut self, call: &'static str, bytes: u64) -> Result<()> {
+        self.check_capacity(call, bytes)?;
+        self.add_used(bytes);
+        Ok(())
+    }
+
+    /// The bytes of address space a segment or range of `size` bytes takes: `size` rounded up to the
+    /// alignment of addresses, or `None` past the top of the 64-bit space.
+    fn address_span(&self, size: u64) -> Option<u64> {
+        align_up(size, self.address_align)
+    }
+
+    /// An address where `size` bytes of address space are free: the next one while the range has room past
+    /// everything handed out, else the lowest stretch free between what is held. O(1), or O(n) in the
+    /// segments and ranges held once the range's end was reached.
+    fn free_address(&mut self, call: &'static str, size: u64) -> Result<u64> {
+        let span = self.address_span(size);
+        let fits_at = |addr: u64, end: u64| span.is_some_and(|span| end.saturating_sub(addr) >= span);
+        if fits_at(self.next_addr, self.end_addr) {
+            return Ok(self.next_addr);
+        }
+        let mut held: Vec<(u64, u64)> = self.segments.iter().map(|(&addr, &size)| (addr, size)).collect();
+        held.extend(self.ranges.iter().map(|(&addr, range)| (addr, range.size)));
+        held.sort_unstable();
+        let mut from = self.first_addr;
+        for (addr, size) in held {
+            if fits_at(from, addr) {
+                return Ok(from);
+            }
+            from = from.max(addr.saturating_add(self.address_span(size).unwrap_or(u64::MAX)));
+        }
+        if fits_at(from, self.end_addr) {
+            return Ok(from);
+        }
+        self.counters.failed_calls += 1;
+        Err(Error::AddressSpaceExhausted {
+            call,
+            requested: size,
+            base: self.first_addr,
+            space: self.end_addr - self.first_addr,
+        })
+    }
+
+    /// Takes the address space of `size` bytes at `addr` ([`DeviceLedger::free_address`]).
+    fn claim_address(&mut self, addr: u64, size: u64) {
+        if addr == self.next_addr {
+            self.next_addr += self.address_span(size).expect("a free address has room for the size");
+        }
     }
 
     pub(crate) fn allocate_segment(&mut self, size: u64) -> Result<u64> {
@@ -118,8 +189,10 @@ impl DeviceLedger {
         if size == 0 {
             return Err(self.invalid(CALL, "size 0".into()));
         }
-        self.take_capacity(CALL, size)?;
-        let addr = self.next_address(size);
+        self.check_capacity(CALL, size)?;
+        let addr = self.free_address(CALL, size)?;
+        self.add_used(size);
+        self.claim_address(addr, size);
         self.segments.insert(addr, size);
         self.counters.segments_allocated += 1;
         self.add_time(self.cost.segment_alloc(size));
@@ -170,7 +243,8 @@ impl DeviceLedger {
         if size == 0 || size % granularity != 0 {
             return Err(self.invalid(CALL, format!("size {size} is not a multiple of {granularity}")));
         }
-        let addr = self.next_address(size);
+        let addr = self.free_address(CALL, size)?;
+        self.claim_address(addr, size);
         let chunks = (size / granularity) as usize;
         self.ranges.insert(addr, ReservedRange { size, mapped: vec![UNMAPPED; chunks], mapped_chunks: 0 });
         self.counters.ranges_reserved += 1;
@@ -206,7 +280,7 @@ impl DeviceLedger {
         self.check_aligned(call, addr, size, granularity)?;
         let found = self.ranges.range(..=addr).next_back().map(|(&base, range)| (base, range.size));
         match found {
-            Some((base, range_size)) if addr + size <= base + range_size => {
+            Some((base, range_size)) if addr - base <= range_size && size <= range_size - (addr - base) => {
                 Ok((base, ((addr - base) / granularity) as usize))
             }
             _ => Err(self.invalid(call, format!("[{addr:#x}, +{size}) is not inside one reserved range"))),
@@ -384,7 +458,7 @@ mod tests {
     use super::*;
 
     fn ledger() -> DeviceLedger {
-        DeviceLedger::new(64 << 20, Some(2 << 20), 0x1000_0000, CostModel::default())
+        DeviceLedger::new(64 << 20, Some(2 << 20), 0x1000_0000, 1 << 40, CostModel::default())
     }
 
     #[test]
@@ -419,6 +493,77 @@ mod tests {
         l.release_range(r, 8 * g).unwrap();
         assert_eq!(l.counters().used_bytes, 0);
         assert_eq!(l.counters().chunks_moved, 1);
+    }
+
+    /// A ledger of `capacity` bytes with addresses in `space` bytes from `base`, virtual memory in 2 MiB
+    /// chunks.
+    fn ranged(capacity: u64, base: u64, space: u64) -> DeviceLedger {
+        DeviceLedger::new(capacity, Some(2 << 20), base, space, CostModel::default())
+    }
+
+    #[test]
+    fn addresses_stay_in_the_range_and_free_stretches_are_used_again() {
+        let g = 2 << 20;
+        let mut l = ranged(u64::MAX, 0x4000_0000, 8 * g);
+        let a = l.allocate_segment(3 * g).unwrap();
+        let b = l.reserve_range(2 * g).unwrap();
+        let c = l.allocate_segment(1).unwrap();
+        assert_eq!((a, b, c), (0x4000_0000, 0x4000_0000 + 3 * g, 0x4000_0000 + 5 * g));
+        // Two chunks are left at the end; three are not.
+        let err = l.allocate_segment(2 * g + 1).unwrap_err();
+        assert_eq!(
+            err,
+            Error::AddressSpaceExhausted { call: "allocate_segment", requested: 2 * g + 1, base: a, space: 8 * g }
+        );
+        assert!(err.is_out_of_memory());
+        assert_eq!(l.counters().failed_calls, 1);
+        assert_eq!(l.counters().used_bytes, 3 * g + 1, "a refused segment takes no memory");
+        let d = l.allocate_segment(2 * g).unwrap();
+        assert_eq!(d, 0x4000_0000 + 6 * g);
+        assert!(matches!(l.reserve_range(g), Err(Error::AddressSpaceExhausted { call: "reserve_range", .. })));
+        // Freed stretches are found again, lowest first.
+        l.free_segment(a, 3 * g).unwrap();
+        l.release_range(b, 2 * g).unwrap();
+        assert_eq!(l.reserve_range(4 * g).unwrap(), a, "the stretch of the first segment and the range");
+        assert_eq!(l.allocate_segment(g).unwrap(), a + 4 * g, "what is left of that stretch");
+        assert!(l.allocate_segment(1).is_err(), "the range is full");
+        l.free_segment(c, 1).unwrap();
+        assert_eq!(l.allocate_segment(g).unwrap(), c);
+    }
+
+    #[test]
+    fn addresses_at_the_extremes_are_refused_never_wrapped() {
+        let g = 2 << 20;
+        // A range from 0 never hands out 0; one at the top of the 64-bit space is cut at its top.
+        let mut from_zero = ranged(u64::MAX, 0, 4 * g);
+        assert_eq!(from_zero.allocate_segment(1).unwrap(), g);
+        for base in [u64::MAX, u64::MAX - g, 1 << 63, u64::MAX - 4 * g + 1] {
+            let mut top = ranged(u64::MAX, base, u64::MAX);
+            for size in [1, g, 1 << 63, u64::MAX] {
+                match top.allocate_segment(size) {
+                    Ok(addr) => {
+                        assert!(addr >= base && addr % g == 0 && addr.checked_add(size).is_some(), "{base:#x}");
+                        top.free_segment(addr, size).unwrap();
+                    }
+                    Err(err) => assert!(err.is_out_of_memory(), "{base:#x} {size}: {err}"),
+                }
+            }
+            assert!(top.reserve_range(u64::MAX / g * g).is_err());
+        }
+        // Sizes at the extremes on a device with all the memory a u64 counts.
+        let mut l = ranged(u64::MAX, 0x1000_0000, 1 << 40);
+        for size in [0, 1 << 63, u64::MAX, u64::MAX - 1] {
+            assert!(l.allocate_segment(size).is_err(), "{size}");
+            assert!(l.reserve_range(size).is_err(), "{size}");
+        }
+        let r = l.reserve_range(4 * g).unwrap();
+        for (addr, size) in [(u64::MAX - g + 1, g), (r, u64::MAX - g + 1), (r + g, u64::MAX / g * g), (0, g)] {
+            assert!(matches!(l.map(addr, size), Err(Error::InvalidBackendCall { .. })), "{addr:#x} {size}");
+            assert!(l.unmap(addr, size).is_err());
+            assert!(l.remap(r, addr, size).is_err());
+            assert!(l.alias(addr, r, size).is_err());
+        }
+        assert_eq!(l.counters().used_bytes, 0);
     }
 
     #[test]

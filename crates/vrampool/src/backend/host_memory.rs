@@ -30,11 +30,23 @@ pub struct HostMemoryConfig {
     pub granularity: Option<u64>,
     /// The first address handed out. Default: `0x1_0000_0000`.
     pub base_address: u64,
+    /// The bytes of address space from [`HostMemoryConfig::base_address`] the device hands addresses out
+    /// of; a call that finds no room left in it fails ([`Error::AddressSpaceExhausted`]). Default:
+    /// [`HOST_ADDRESS_SPACE`].
+    pub address_space: u64,
 }
+
+/// The address space a [`HostMemory`] hands addresses out of by default: 1 TiB.
+pub const HOST_ADDRESS_SPACE: u64 = 1 << 40;
 
 impl Default for HostMemoryConfig {
     fn default() -> Self {
-        HostMemoryConfig { capacity: 256 * MIB, granularity: Some(2 * MIB), base_address: 0x1_0000_0000 }
+        HostMemoryConfig {
+            capacity: 256 * MIB,
+            granularity: Some(2 * MIB),
+            base_address: 0x1_0000_0000,
+            address_space: HOST_ADDRESS_SPACE,
+        }
     }
 }
 
@@ -54,6 +66,12 @@ impl HostMemoryConfig {
     /// Sets the first address handed out (devices that must not share addresses start apart).
     pub fn base_address(mut self, addr: u64) -> Self {
         self.base_address = addr;
+        self
+    }
+
+    /// Sets the bytes of address space the device hands addresses out of.
+    pub fn address_space(mut self, bytes: u64) -> Self {
+        self.address_space = bytes;
         self
     }
 }
@@ -149,6 +167,7 @@ impl HostMemory {
                 config.capacity,
                 config.granularity,
                 config.base_address,
+                config.address_space,
                 CostModel::free(),
             )),
             regions: RwLock::new(BTreeMap::new()),
@@ -181,16 +200,17 @@ impl HostMemory {
         }
     }
 
-    /// The 8-byte words covering `[addr, addr + len)`.
+    /// The 8-byte words covering `[addr, addr + len)` (a range inside a region, so below the top of the
+    /// 64-bit space).
     fn words(addr: u64, len: u64) -> impl Iterator<Item = u64> {
         let first = addr & !7;
-        let end = addr.saturating_add(len).div_ceil(8) * 8;
+        let end = addr.saturating_add(len).div_ceil(8).saturating_mul(8);
         (first..end).step_by(8)
     }
 
     /// Writes `word` into every 8-byte word covering `[addr, addr + len)`.
     pub fn fill(&self, addr: u64, len: u64, word: u64) -> Result<()> {
-        let region = self.region(addr & !7, len + (addr & 7))?;
+        let region = self.region(addr & !7, len.saturating_add(addr & 7))?;
         for at in Self::words(addr, len) {
             region.with_word(at, |w| w.store(word, Ordering::Relaxed))?;
         }
@@ -199,7 +219,7 @@ impl HostMemory {
 
     /// Checks that every 8-byte word covering `[addr, addr + len)` holds `word`.
     pub fn check(&self, addr: u64, len: u64, word: u64) -> Result<()> {
-        let region = self.region(addr & !7, len + (addr & 7))?;
+        let region = self.region(addr & !7, len.saturating_add(addr & 7))?;
         for at in Self::words(addr, len) {
             let found = region.with_word(at, |w| w.load(Ordering::Relaxed))?;
             if found != word {
@@ -226,6 +246,7 @@ impl HostMemory {
     /// Reads `len` bytes at `addr`.
     pub fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>> {
         let region = self.region(addr, len)?;
+        // `region` checked that `addr + len` lies inside it.
         (addr..addr + len)
             .map(|at| region.with_word(at & !7, |w| (w.load(Ordering::Relaxed) >> ((at % 8) * 8)) as u8))
             .collect()

@@ -18,8 +18,8 @@ mod sim_device;
 pub use crate::counters::DeviceCounters;
 pub use cost_model::CostModel;
 pub use fault_plan::FaultPlan;
-pub use host_memory::{HostMemory, HostMemoryConfig, POISON};
-pub use sim_device::{SimDevice, SimDeviceConfig};
+pub use host_memory::{HOST_ADDRESS_SPACE, HostMemory, HostMemoryConfig, POISON};
+pub use sim_device::{SIM_ADDRESS_SPACE, SimDevice, SimDeviceConfig};
 
 use crate::error::{Error, Result};
 use crate::stream::StreamId;

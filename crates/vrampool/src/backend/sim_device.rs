@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::stream::StreamId;
 use crate::units::MIB;
 
+/// The address space a [`SimDevice`] hands addresses out of by default: 16 TiB, a hundred times an H200's
+/// memory.
+pub const SIM_ADDRESS_SPACE: u64 = 16 << 40;
+
 /// How a [`SimDevice`] is set up.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimDeviceConfig {
@@ -23,6 +27,10 @@ pub struct SimDeviceConfig {
     pub cost_model: CostModel,
     /// The first address handed out. Default: `0x7f00_0000_0000`.
     pub base_address: u64,
+    /// The bytes of address space from [`SimDeviceConfig::base_address`] the device hands addresses out of;
+    /// a call that finds no room left in it fails ([`Error::AddressSpaceExhausted`]). Default:
+    /// [`SIM_ADDRESS_SPACE`].
+    pub address_space: u64,
     /// The unit segment sizes are rounded up to ([`Backend::segment_unit`]). Default: 2 MiB, what
     /// `cuMemAlloc` takes on an H200.
     pub segment_unit: u64,
@@ -39,6 +47,7 @@ impl Default for SimDeviceConfig {
             granularity: Some(2 * MIB),
             cost_model: CostModel::default(),
             base_address: 0x7f00_0000_0000,
+            address_space: SIM_ADDRESS_SPACE,
             segment_unit: 2 * MIB,
             gpu_lag_us: 0,
         }
@@ -85,6 +94,12 @@ impl SimDeviceConfig {
     /// Sets the first address handed out (devices that must not share addresses start apart).
     pub fn base_address(mut self, addr: u64) -> Self {
         self.base_address = addr;
+        self
+    }
+
+    /// Sets the bytes of address space the device hands addresses out of.
+    pub fn address_space(mut self, bytes: u64) -> Self {
+        self.address_space = bytes;
         self
     }
 
@@ -168,7 +183,13 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A simulated device with the given setup.
     pub fn new(config: SimDeviceConfig) -> Self {
-        let ledger = DeviceLedger::new(config.capacity, config.granularity, config.base_address, config.cost_model);
+        let ledger = DeviceLedger::new(
+            config.capacity,
+            config.granularity,
+            config.base_address,
+            config.address_space,
+            config.cost_model,
+        );
         SimDevice {
             capacity: config.capacity,
             granularity: config.granularity,
@@ -401,6 +422,24 @@ mod tests {
         }
         let err = SimDeviceConfig::default().granularity(None).page_size(2 * MIB).unwrap_err();
         assert!(err.to_string().contains("no virtual memory"), "{err}");
+    }
+
+    #[test]
+    fn addresses_come_from_the_devices_own_range() {
+        let config = SimDeviceConfig::default().base_address(1 << 40).address_space(8 * MIB);
+        let sim = SimDevice::new(config);
+        let a = sim.allocate_segment(6 * MIB).unwrap();
+        assert_eq!(a, 1 << 40);
+        let err = sim.allocate_segment(4 * MIB).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "allocate_segment: no room for 4194304 bytes in the device's address range of 8388608 bytes from 0x10000000000"
+        );
+        sim.free_segment(a, 6 * MIB).unwrap();
+        assert_eq!(sim.allocate_segment(4 * MIB).unwrap(), a, "the range's start again");
+        // A base address of 0 is never handed out.
+        let sim = SimDevice::new(SimDeviceConfig::default().base_address(0));
+        assert_eq!(sim.allocate_segment(1).unwrap(), 2 * MIB);
     }
 
     #[test]
