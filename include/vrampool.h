@@ -256,7 +256,10 @@ int vrampool_last_error_code(void);
 vrampool_pool *vrampool_pool_create(const char *config);
 
 /**
- * `vrampool_pool_create` on CUDA device `device` (the host and simulated devices ignore it).
+ * `vrampool_pool_create` on CUDA device `device`. The host and simulated devices take the device ordinals
+ * 0 to 63 (an ordinal out of that range is `VRAMPOOL_STATUS_BAD_ARGUMENT`) and give every pool, whatever its
+ * ordinal, an address range of its own: a pointer of one pool is foreign to every other. A GPU's ordinal
+ * is the driver's to refuse (`VRAMPOOL_STATUS_DEVICE`).
  *
  * # Safety
  * `config` is NULL or a NUL-terminated string.

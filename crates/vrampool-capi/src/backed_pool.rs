@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use vrampool::{AnyPool, BackendKind, Pool, PoolReport, PoolSpec, StreamId, StreamUses};
 
-use crate::device_backend::open_device;
+use crate::device_backend::{AddressRange, OpenedDevice, open_device};
 use crate::error::CapiError;
 use crate::known_streams::KnownStreams;
 use crate::pool_counters::Counters;
@@ -23,6 +23,8 @@ pub(crate) struct BackedPool {
     streams: Option<KnownStreams>,
     failed_allocations: AtomicU64,
     last_failure: Mutex<Option<String>>,
+    /// The address range of a simulated or host device, given back after the pool (fields drop in order).
+    _range: Option<AddressRange>,
 }
 
 impl BackedPool {
@@ -30,15 +32,16 @@ impl BackedPool {
     /// `default_kind`.
     pub(crate) fn build(spec: &PoolSpec, default_kind: BackendKind, ordinal: usize) -> Result<Self, CapiError> {
         let kind = spec.backend.unwrap_or(default_kind);
-        let device = open_device(kind, ordinal, spec.page_size)?;
-        let pool = spec.build_any(device.backend)?;
+        let OpenedDevice { opened, range } = open_device(kind, ordinal, spec.page_size)?;
+        let pool = spec.build_any(opened.backend)?;
         let config = PoolSpec { backend: Some(kind), ..spec.clone() }.to_string();
         Ok(BackedPool {
             pool: StreamUses::new(pool),
             config,
-            streams: device.cuda.map(KnownStreams::new),
+            streams: opened.cuda.map(KnownStreams::new),
             failed_allocations: AtomicU64::new(0),
             last_failure: Mutex::new(None),
+            _range: range,
         })
     }
 

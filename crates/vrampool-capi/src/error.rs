@@ -51,6 +51,13 @@ pub enum CapiError {
         last: usize,
     },
 
+    /// A simulated or host device that cannot be opened: every address range is held by an open one.
+    #[error("no address range left for another simulated or host device: {max} are open, the most at once")]
+    NoAddressRange {
+        /// The most such devices open at once.
+        max: usize,
+    },
+
     /// A pool handle that is not live: never created, or destroyed already.
     #[error("{function}: {handle:#x} is not a live pool handle (never created, or destroyed already)")]
     NoSuchPool {
@@ -113,6 +120,7 @@ impl CapiError {
             | CapiError::BadDevice { .. }
             | CapiError::UnknownString { .. } => Status::BadArgument,
             CapiError::NoSuchPool { .. } | CapiError::NoDevicePool { .. } => Status::NoPool,
+            CapiError::NoAddressRange { .. } => Status::OutOfMemory,
             CapiError::EnvConfigNotUtf8 => Status::BadConfig,
             CapiError::Panic { .. } => Status::Internal,
         }
@@ -199,6 +207,7 @@ mod tests {
             ),
             (CapiError::NullArgument { function: "f", argument: "out" }, Status::BadArgument),
             (CapiError::NoSuchPool { function: "f", handle: 7 }, Status::NoPool),
+            (CapiError::NoAddressRange { max: 65536 }, Status::OutOfMemory),
             (CapiError::NoDevicePool { function: "f", device: 0 }, Status::NoPool),
             (CapiError::EnvConfigNotUtf8, Status::BadConfig),
             (CapiError::Panic { function: "f", message: "boom".into() }, Status::Internal),

@@ -9,6 +9,7 @@ use vrampool::{BackendKind, DEFAULT_ALIGNMENT, PoolSpec};
 use crate::abi_boundary::{guarded, guarded_status};
 use crate::backed_pool::BackedPool;
 use crate::c_string::hand_out;
+use crate::device_pools::MAX_DEVICES;
 use crate::error::CapiError;
 use crate::handle_table::HANDLES;
 use crate::pool_counters::Counters;
@@ -71,7 +72,10 @@ pub unsafe extern "C" fn vrampool_pool_create(config: *const c_char) -> *mut Poo
     unsafe { create("vrampool_pool_create", config, 0) }
 }
 
-/// `vrampool_pool_create` on CUDA device `device` (the host and simulated devices ignore it).
+/// `vrampool_pool_create` on CUDA device `device`. The host and simulated devices take the device ordinals
+/// 0 to 63 (an ordinal out of that range is `VRAMPOOL_STATUS_BAD_ARGUMENT`) and give every pool, whatever its
+/// ordinal, an address range of its own: a pointer of one pool is foreign to every other. A GPU's ordinal
+/// is the driver's to refuse (`VRAMPOOL_STATUS_DEVICE`).
 ///
 /// # Safety
 /// `config` is NULL or a NUL-terminated string.
@@ -89,12 +93,18 @@ unsafe fn create(function: &'static str, config: *const c_char, device: c_int) -
     guarded(function, || {
         // SAFETY: the caller's contract.
         let text = unsafe { config_text(function, config) }?;
-        let ordinal = usize::try_from(device).map_err(|_| CapiError::BadDevice {
+        let spec = PoolSpec::parse(text)?;
+        // The simulated device and host memory serve the ordinals the PyTorch entry points do; a GPU's
+        // ordinal is the driver's to refuse.
+        let last = match spec.backend.unwrap_or(DEFAULT_BACKEND) {
+            BackendKind::Sim | BackendKind::Host => MAX_DEVICES - 1,
+            BackendKind::Cuda | BackendKind::CudaVirtual => c_int::MAX as usize,
+        };
+        let ordinal = usize::try_from(device).ok().filter(|&ordinal| ordinal <= last).ok_or(CapiError::BadDevice {
             function,
             device: device.into(),
-            last: c_int::MAX as usize,
+            last,
         })?;
-        let spec = PoolSpec::parse(text)?;
         let pool = BackedPool::build(&spec, DEFAULT_BACKEND, ordinal)?;
         Ok(ptr::without_provenance_mut(HANDLES.insert(pool)))
     })

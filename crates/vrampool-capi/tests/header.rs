@@ -115,3 +115,14 @@ fn the_header_lists_every_config_key() {
     documented.sort();
     assert_eq!(listed, documented, "the header's keys against pool_spec.rs's table");
 }
+
+/// The limits the header states in words are the library's own.
+#[test]
+fn the_limits_the_header_states_are_the_librarys() {
+    let header = generated_header();
+    let words: Vec<&str> =
+        header.lines().flat_map(|line| line.trim_start().trim_start_matches('*').split_whitespace()).collect();
+    let flat = words.join(" ");
+    let statement = format!("take the device ordinals 0 to {}", vrampool_c::MAX_DEVICES - 1);
+    assert!(flat.contains(&statement), "the header does not say `{statement}`");
+}
