@@ -309,8 +309,11 @@ int vrampool_pool_trim(vrampool_pool *pool, uint64_t *out_bytes);
 /**
  * The pool's counters and its detailed report as one JSON object: `strategy`, `backend`, `config`,
  * `utilization`, `stats` (`allocated_bytes` and `reserved_bytes` as `{"current", "peak"}`, counts of
- * allocations, frees, fallbacks, growths, ...), `failed_allocations`, `last_failure`, and `report` (every
- * segment and live block). Free it with `vrampool_string_free`. NULL on failure.
+ * allocations, frees, fallbacks, growths, ...), `failed_allocations`, `last_failure`, and `report`: the
+ * segments and live blocks at the lowest addresses, at most 1024 segments and 4096 blocks, with
+ * `segments_left_out` and `blocks_left_out` counting the others, so that the string and the memory it takes
+ * to make stay small whatever the pool holds (`vrampool_pool_visit` hands over every segment and block, and
+ * `vrampool_pool_counters` the counters alone). Free it with `vrampool_string_free`. NULL on failure.
  */
 char *vrampool_pool_stats_json(vrampool_pool *pool);
 
@@ -451,7 +454,7 @@ vrampool_pool *vrampool_device_private_pool_create(int device);
 
 /**
  * The counters and detailed report of device `device`'s pool as one JSON object (as
- * `vrampool_pool_stats_json`, with `device` set). Free it with `vrampool_string_free`. NULL where the
+ * `vrampool_pool_stats_json`, with `device` set: at most 1024 segments and 4096 blocks listed). Free it with `vrampool_string_free`. NULL where the
  * device has no pool yet (`VRAMPOOL_STATUS_NO_POOL`) or `VRAMPOOL_CONF` is invalid
  * (`VRAMPOOL_STATUS_BAD_CONFIG`).
  */

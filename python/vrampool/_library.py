@@ -145,9 +145,11 @@ def stats(device: int = 0) -> dict:
 
     Keys: ``device``, ``strategy``, ``backend``, ``config``, ``utilization`` (peak allocated / peak reserved),
     ``stats`` (``allocated_bytes`` and ``reserved_bytes`` as ``{"current", "peak"}``, ``allocations``, ``frees``,
-    ``fallbacks``, ``growths``, ...), ``failed_allocations``, ``last_failure``, ``held_frees``, ``report`` (every
-    segment and live block). Raises ``VrampoolError`` where the device has no pool yet or ``VRAMPOOL_CONF`` is
-    invalid. Its cost grows with the live blocks: ``counters`` is the cheap call.
+    ``fallbacks``, ``growths``, ...), ``failed_allocations``, ``last_failure``, ``held_frees``, ``report`` (the
+    segments and live blocks at the lowest addresses, at most 1024 segments and 4096 blocks, with
+    ``segments_left_out`` and ``blocks_left_out`` counting the others). Raises ``VrampoolError`` where the device
+    has no pool yet or ``VRAMPOOL_CONF`` is invalid. Its time grows with the live blocks, its size does not:
+    ``counters`` is the cheap call.
     """
     return take_json(load().vrampool_stats_json(int(device)), f"stats of device {device}")
 

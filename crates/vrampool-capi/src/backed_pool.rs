@@ -4,13 +4,39 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use serde_json::json;
-use vrampool::{AnyPool, BackendKind, Pool, PoolReport, PoolSpec, StreamId, StreamUses};
+use serde::Serialize;
+use vrampool::{AnyPool, BackendKind, Pool, PoolReport, PoolSpec, PoolStats, ReportLimit, StreamId, StreamUses};
 
 use crate::device_backend::{AddressRange, OpenedDevice, open_device};
 use crate::error::CapiError;
 use crate::known_streams::KnownStreams;
 use crate::pool_counters::Counters;
+
+/// The most segments the JSON report lists ([`BackedPool::to_json`]): 1024.
+pub const MAX_REPORTED_SEGMENTS: usize = 1024;
+
+/// The most live blocks the JSON report lists ([`BackedPool::to_json`]): 4096, so that the report of a
+/// pool of millions of blocks takes less than a megabyte.
+pub const MAX_REPORTED_BLOCKS: usize = 4096;
+
+/// What the JSON report lists of a pool.
+const REPORT_LIMIT: ReportLimit = ReportLimit { segments: MAX_REPORTED_SEGMENTS, blocks: MAX_REPORTED_BLOCKS };
+
+/// The JSON object of [`BackedPool::to_json`], written straight to text.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    device: Option<usize>,
+    strategy: &'static str,
+    backend: String,
+    config: &'a str,
+    utilization: f64,
+    stats: &'a PoolStats,
+    failed_allocations: u64,
+    last_failure: Option<String>,
+    streams_registered: usize,
+    held_frees: u64,
+    report: PoolReport,
+}
 
 /// A pool of the C ABI: the pool, its config string, and what the C functions keep beside it.
 pub(crate) struct BackedPool {
@@ -119,26 +145,28 @@ impl BackedPool {
         Ok(self.pool.trim()?)
     }
 
-    /// The pool's counters and its detailed report (every segment and live block) as one JSON object:
-    /// `device` (or null), `strategy`, `backend`, `config`, `utilization`, `stats` (the counters:
-    /// `allocated_bytes`, `reserved_bytes` as `{current, peak}`, ...), `failed_allocations`, `last_failure`,
-    /// `streams_registered`, and `report`.
+    /// The pool's counters and its detailed report as one JSON object: `device` (or null), `strategy`,
+    /// `backend`, `config`, `utilization`, `stats` (the counters: `allocated_bytes`, `reserved_bytes` as
+    /// `{current, peak}`, ...), `failed_allocations`, `last_failure`, `streams_registered`, `held_frees`, and
+    /// `report`: the segments and live blocks at the lowest addresses, at most [`MAX_REPORTED_SEGMENTS`]
+    /// and [`MAX_REPORTED_BLOCKS`], with `segments_left_out` and `blocks_left_out` counting the others. Its
+    /// memory is bounded, whatever the pool holds.
     pub(crate) fn to_json(&self, device: Option<usize>) -> String {
         let stats = self.pool.stats();
-        let value = json!({
-            "device": device,
-            "strategy": self.pool.strategy(),
-            "backend": self.pool.backend().name(),
-            "config": self.config,
-            "utilization": stats.utilization(),
-            "stats": stats,
-            "failed_allocations": self.failed_allocations.load(Ordering::Relaxed),
-            "last_failure": self.last_failure.lock().clone(),
-            "streams_registered": self.streams.as_ref().map_or(0, KnownStreams::len),
-            "held_frees": self.pool.counters().held_now,
-            "report": self.pool.report(),
-        });
-        value.to_string()
+        let report = JsonReport {
+            device,
+            strategy: self.pool.strategy(),
+            backend: self.pool.backend().name(),
+            config: &self.config,
+            utilization: stats.utilization(),
+            stats: &stats,
+            failed_allocations: self.failed_allocations.load(Ordering::Relaxed),
+            last_failure: self.last_failure.lock().clone(),
+            streams_registered: self.streams.as_ref().map_or(0, KnownStreams::len),
+            held_frees: self.pool.counters().held_now,
+            report: self.pool.report_within(REPORT_LIMIT),
+        };
+        serde_json::to_string(&report).expect("a report holds only numbers and strings")
     }
 }
 

@@ -49,6 +49,7 @@ mod report_visit;
 mod status;
 mod torch_api;
 
+pub use backed_pool::{MAX_REPORTED_BLOCKS, MAX_REPORTED_SEGMENTS};
 pub use c_string::vrampool_string_free;
 pub use device_backend::HOST_CAPACITY;
 pub use device_pools::{CONFIG_VARIABLE, DEFAULT_DEVICE_BACKEND, MAX_DEVICES, PRIVATE_INITIAL_SIZE};

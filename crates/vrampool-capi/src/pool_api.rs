@@ -201,8 +201,11 @@ pub unsafe extern "C" fn vrampool_pool_trim(pool: *mut PoolHandle, out_bytes: *m
 
 /// The pool's counters and its detailed report as one JSON object: `strategy`, `backend`, `config`,
 /// `utilization`, `stats` (`allocated_bytes` and `reserved_bytes` as `{"current", "peak"}`, counts of
-/// allocations, frees, fallbacks, growths, ...), `failed_allocations`, `last_failure`, and `report` (every
-/// segment and live block). Free it with `vrampool_string_free`. NULL on failure.
+/// allocations, frees, fallbacks, growths, ...), `failed_allocations`, `last_failure`, and `report`: the
+/// segments and live blocks at the lowest addresses, at most 1024 segments and 4096 blocks, with
+/// `segments_left_out` and `blocks_left_out` counting the others, so that the string and the memory it takes
+/// to make stay small whatever the pool holds (`vrampool_pool_visit` hands over every segment and block, and
+/// `vrampool_pool_counters` the counters alone). Free it with `vrampool_string_free`. NULL on failure.
 #[unsafe(no_mangle)]
 pub extern "C" fn vrampool_pool_stats_json(pool: *mut PoolHandle) -> *mut c_char {
     const FUNCTION: &str = "vrampool_pool_stats_json";

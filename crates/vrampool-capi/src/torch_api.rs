@@ -269,7 +269,7 @@ pub extern "C" fn vrampool_device_private_pool_create(device: c_int) -> *mut Poo
 }
 
 /// The counters and detailed report of device `device`'s pool as one JSON object (as
-/// `vrampool_pool_stats_json`, with `device` set). Free it with `vrampool_string_free`. NULL where the
+/// `vrampool_pool_stats_json`, with `device` set: at most 1024 segments and 4096 blocks listed). Free it with `vrampool_string_free`. NULL where the
 /// device has no pool yet (`VRAMPOOL_STATUS_NO_POOL`) or `VRAMPOOL_CONF` is invalid
 /// (`VRAMPOOL_STATUS_BAD_CONFIG`).
 #[unsafe(no_mangle)]

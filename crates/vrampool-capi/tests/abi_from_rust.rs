@@ -107,3 +107,44 @@ fn the_stats_json_parses_and_counts_what_happened() {
     assert_eq!(json["report"]["blocks"][0]["addr"], b);
     vrampool_pool_destroy(pool);
 }
+
+/// The JSON of a pool whose segments and blocks are many lists those at the lowest addresses only, up to
+/// the named limits, and counts the others: its size stays under a megabyte whatever the pool holds.
+#[test]
+fn the_stats_json_lists_a_bounded_number_of_segments_and_blocks() {
+    use vrampool_c::{MAX_REPORTED_BLOCKS, MAX_REPORTED_SEGMENTS};
+    let json_of = |pool| {
+        let text = vrampool_pool_stats_json(pool);
+        assert!(!text.is_null(), "{}", last_error());
+        // SAFETY: a live string handed out by the library, freed just below.
+        let owned = unsafe { CStr::from_ptr(text) }.to_str().unwrap().to_string();
+        vrampool_string_free(text);
+        owned
+    };
+    // 100,000 live blocks of a dynamic pool.
+    let pool = create(c"strategy=dynamic,backend=sim");
+    let mut blocks: Vec<u64> = (0..100_000).map(|_| alloc(pool, 256).unwrap()).collect();
+    let text = json_of(pool);
+    assert!(text.len() < 1 << 20, "{} bytes of JSON", text.len());
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let listed: Vec<u64> =
+        json["report"]["blocks"].as_array().unwrap().iter().map(|b| b["addr"].as_u64().unwrap()).collect();
+    blocks.sort_unstable();
+    assert_eq!(listed, blocks[..MAX_REPORTED_BLOCKS], "the blocks at the lowest addresses, in order");
+    assert_eq!(json["report"]["blocks_left_out"], (100_000 - MAX_REPORTED_BLOCKS) as u64);
+    assert_eq!(json["report"]["segments_left_out"], 0);
+    assert_eq!(json["stats"]["active_allocations"], 100_000, "the counters count every block");
+    vrampool_pool_destroy(pool);
+
+    // A fixed pool of one block whose other requests each take a fallback segment of their own.
+    let pool = create(c"strategy=fixed,block_size=256,block_count=1,backend=sim");
+    let requests = MAX_REPORTED_SEGMENTS + 500;
+    for _ in 0..requests {
+        alloc(pool, 512).unwrap();
+    }
+    let json: serde_json::Value = serde_json::from_str(&json_of(pool)).unwrap();
+    assert_eq!(json["report"]["segments"].as_array().unwrap().len(), MAX_REPORTED_SEGMENTS);
+    assert_eq!(json["report"]["segments_left_out"], (requests + 1 - MAX_REPORTED_SEGMENTS) as u64);
+    assert_eq!(json["report"]["blocks"].as_array().unwrap().len(), requests);
+    vrampool_pool_destroy(pool);
+}

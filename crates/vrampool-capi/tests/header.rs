@@ -123,6 +123,19 @@ fn the_limits_the_header_states_are_the_librarys() {
     let words: Vec<&str> =
         header.lines().flat_map(|line| line.trim_start().trim_start_matches('*').split_whitespace()).collect();
     let flat = words.join(" ");
-    let statement = format!("take the device ordinals 0 to {}", vrampool_c::MAX_DEVICES - 1);
-    assert!(flat.contains(&statement), "the header does not say `{statement}`");
+    for statement in [
+        format!("take the device ordinals 0 to {}", vrampool_c::MAX_DEVICES - 1),
+        format!(
+            "at most {} segments and {} blocks, with `segments_left_out` and `blocks_left_out`",
+            vrampool_c::MAX_REPORTED_SEGMENTS,
+            vrampool_c::MAX_REPORTED_BLOCKS
+        ),
+        format!(
+            "at most {} segments and {} blocks listed",
+            vrampool_c::MAX_REPORTED_SEGMENTS,
+            vrampool_c::MAX_REPORTED_BLOCKS
+        ),
+    ] {
+        assert!(flat.contains(&statement), "the header does not say `{statement}`");
+    }
 }

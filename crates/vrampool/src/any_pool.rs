@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::fixed::FixedPool;
 use crate::hybrid::HybridPool;
 use crate::pool::{Allocation, Pool};
-use crate::report::PoolReport;
+use crate::report::{PoolReport, ReportLimit};
 use crate::stream::StreamId;
 
 /// One of the three strategies, chosen at run time ([`crate::PoolSpec::build_any`]).
@@ -90,11 +90,11 @@ impl Pool for AnyPool {
         }
     }
 
-    fn report(&self) -> PoolReport {
+    fn report_within(&self, limit: ReportLimit) -> PoolReport {
         match self {
-            AnyPool::Fixed(pool) => pool.report(),
-            AnyPool::Dynamic(pool) => pool.report(),
-            AnyPool::Hybrid(pool) => pool.report(),
+            AnyPool::Fixed(pool) => pool.report_within(limit),
+            AnyPool::Dynamic(pool) => pool.report_within(limit),
+            AnyPool::Hybrid(pool) => pool.report_within(limit),
         }
     }
 

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::report::{BlockReport, SegmentKind, SegmentReport};
+use crate::report::{BlockReport, Listing, SegmentKind, SegmentReport};
 use crate::stream::StreamId;
 use crate::units::round_up_to;
 
@@ -70,15 +70,15 @@ impl FallbackSegments {
     }
 
     /// The segments and blocks, for a report.
-    pub(crate) fn report(&self, segments_out: &mut Vec<SegmentReport>, blocks_out: &mut Vec<BlockReport>) {
+    pub(crate) fn report(&self, segments_out: &mut Listing<SegmentReport>, blocks_out: &mut Listing<BlockReport>) {
         for (&addr, s) in self.segments.lock().iter() {
-            segments_out.push(SegmentReport {
+            segments_out.segment(SegmentReport {
                 kind: SegmentKind::Fallback,
                 addr,
                 size: s.span,
                 reserved_bytes: s.span,
             });
-            blocks_out.push(BlockReport { addr, size: s.size, block_size: s.span, stream: s.stream, fallback: true });
+            blocks_out.block(BlockReport { addr, size: s.size, block_size: s.span, stream: s.stream, fallback: true });
         }
     }
 

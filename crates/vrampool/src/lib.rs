@@ -69,7 +69,7 @@ pub use fixed::{Fallback, FixedConfig, FixedPool};
 pub use hybrid::{ClassSpec, HybridConfig, HybridPool, LearnedClasses, MAX_CLASSES};
 pub use pool::{Allocation, Pool, PoolExt};
 pub use pool_spec::{BackendKind, PoolSpec, Strategy};
-pub use report::{BlockReport, PoolReport, SegmentKind, SegmentReport, SizeClassReport};
+pub use report::{BlockReport, PoolReport, ReportLimit, SegmentKind, SegmentReport, SizeClassReport};
 pub use stream::StreamId;
 pub use stream_uses::{StreamUseCounters, StreamUses};
 pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK};

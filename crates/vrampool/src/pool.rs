@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::buffer::Buffer;
 use crate::counters::PoolStats;
 use crate::error::Result;
-use crate::report::PoolReport;
+use crate::report::{PoolReport, ReportLimit};
 use crate::stream::StreamId;
 use crate::units::DEFAULT_ALIGNMENT;
 
@@ -47,7 +47,14 @@ pub trait Pool: Send + Sync {
     fn stats(&self) -> PoolStats;
 
     /// Every segment and every live block, with the counters.
-    fn report(&self) -> PoolReport;
+    fn report(&self) -> PoolReport {
+        self.report_within(ReportLimit::ALL)
+    }
+
+    /// The report, listing at most `limit`'s segments and live blocks (those at the lowest addresses) and
+    /// counting the others ([`PoolReport::segments_left_out`], [`PoolReport::blocks_left_out`]): the memory
+    /// it takes grows with the limit, not with what the pool holds. O(n log limit) in the blocks.
+    fn report_within(&self, limit: ReportLimit) -> PoolReport;
 
     /// Gives wholly free memory back to the device; returns the bytes given back.
     fn trim(&self) -> Result<u64>;

@@ -1,5 +1,7 @@
 //! The detailed report of a pool: every segment and every live block, for leak hunting, as JSON.
 
+use std::collections::BinaryHeap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::counters::PoolStats;
@@ -59,7 +61,8 @@ pub struct BlockReport {
     pub fallback: bool,
 }
 
-/// Everything a pool holds, block by block.
+/// Everything a pool holds, block by block: every segment and live block, or, for a report with a limit
+/// ([`Pool::report_within`]), those at the lowest addresses and a count of the others.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolReport {
     /// The strategy (`fixed`, `dynamic`, `hybrid`).
@@ -68,12 +71,109 @@ pub struct PoolReport {
     pub backend: String,
     /// The pool's counters.
     pub stats: PoolStats,
-    /// Every stretch of memory held, in address order.
+    /// The stretches of memory held, in address order.
     pub segments: Vec<SegmentReport>,
-    /// Every live allocation, in address order.
+    /// Stretches of memory held that the report's limit left out of `segments` (the highest addresses).
+    #[serde(default)]
+    pub segments_left_out: u64,
+    /// The live allocations, in address order.
     pub blocks: Vec<BlockReport>,
+    /// Live allocations that the report's limit left out of `blocks` (the highest addresses).
+    #[serde(default)]
+    pub blocks_left_out: u64,
     /// The size classes of a hybrid pool's core (empty for other strategies).
     pub classes: Vec<SizeClassReport>,
+}
+
+/// The most segments and the most live blocks a report lists ([`Pool::report_within`]): those at the
+/// lowest addresses; the others are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportLimit {
+    /// The most segments listed.
+    pub segments: usize,
+    /// The most live blocks listed.
+    pub blocks: usize,
+}
+
+impl ReportLimit {
+    /// No limit: every segment and live block.
+    pub const ALL: ReportLimit = ReportLimit { segments: usize::MAX, blocks: usize::MAX };
+}
+
+/// An item kept by its address, compared by the address alone.
+#[derive(Debug)]
+struct ByAddr<T>(u64, T);
+
+impl<T> PartialEq for ByAddr<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<T> Eq for ByAddr<T> {}
+
+impl<T> PartialOrd for ByAddr<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for ByAddr<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+/// What a report lists of a pool's segments or blocks: the items at the lowest addresses, at most a limit
+/// of them, and a count of the others. Its memory grows with the items kept, never past the limit, however
+/// many are offered; O(log kept) per item.
+#[derive(Debug)]
+pub(crate) struct Listing<T> {
+    limit: usize,
+    /// The items kept, the highest address on top.
+    kept: BinaryHeap<ByAddr<T>>,
+    left_out: u64,
+}
+
+impl<T> Listing<T> {
+    /// An empty listing of at most `limit` items.
+    pub(crate) fn new(limit: usize) -> Self {
+        Listing { limit, kept: BinaryHeap::new(), left_out: 0 }
+    }
+
+    /// Offers `item`, at `addr`: kept while there is room or where it lies below the highest item kept
+    /// (which is then left out), else left out.
+    pub(crate) fn offer(&mut self, addr: u64, item: T) {
+        if self.kept.len() < self.limit {
+            self.kept.push(ByAddr(addr, item));
+            return;
+        }
+        self.left_out += 1;
+        if let Some(mut highest) = self.kept.peek_mut()
+            && addr < highest.0
+        {
+            *highest = ByAddr(addr, item);
+        }
+    }
+
+    /// The items kept, in address order, and how many were left out.
+    fn finish(self) -> (Vec<T>, u64) {
+        (self.kept.into_sorted_vec().into_iter().map(|ByAddr(_, item)| item).collect(), self.left_out)
+    }
+}
+
+impl Listing<SegmentReport> {
+    /// Offers a segment.
+    pub(crate) fn segment(&mut self, segment: SegmentReport) {
+        self.offer(segment.addr, segment);
+    }
+}
+
+impl Listing<BlockReport> {
+    /// Offers a block.
+    pub(crate) fn block(&mut self, block: BlockReport) {
+        self.offer(block.addr, block);
+    }
 }
 
 impl PoolReport {
@@ -87,7 +187,30 @@ impl PoolReport {
             backend: pool.backend().name(),
             stats: pool.stats(),
             segments,
+            segments_left_out: 0,
             blocks,
+            blocks_left_out: 0,
+            classes: Vec::new(),
+        }
+    }
+
+    /// The report of `pool` listing what `segments` and `blocks` kept, with the counts of what they left
+    /// out, and no size classes.
+    pub(crate) fn listed(
+        pool: &(impl Pool + ?Sized),
+        segments: Listing<SegmentReport>,
+        blocks: Listing<BlockReport>,
+    ) -> Self {
+        let (segments, segments_left_out) = segments.finish();
+        let (blocks, blocks_left_out) = blocks.finish();
+        PoolReport {
+            strategy: pool.strategy().into(),
+            backend: pool.backend().name(),
+            stats: pool.stats(),
+            segments,
+            segments_left_out,
+            blocks,
+            blocks_left_out,
             classes: Vec::new(),
         }
     }
@@ -116,5 +239,21 @@ mod tests {
         assert_eq!(report.segments.iter().map(|s| s.addr).collect::<Vec<_>>(), [3, 9]);
         assert_eq!(report.blocks.iter().map(|b| b.addr).collect::<Vec<_>>(), [1, 4, 7]);
         assert!(report.classes.is_empty());
+        assert_eq!((report.segments_left_out, report.blocks_left_out), (0, 0));
+    }
+
+    #[test]
+    fn a_listing_keeps_the_lowest_addresses_up_to_its_limit_and_counts_the_rest() {
+        for limit in [0, 1, 3, 7, 100, usize::MAX] {
+            let mut listing = Listing::new(limit);
+            let addrs: Vec<u64> = (0..50u64).map(|i| (i * 7919) % 50 * 256).collect();
+            for &addr in &addrs {
+                listing.offer(addr, addr);
+            }
+            let (kept, left_out) = listing.finish();
+            let expected: Vec<u64> = (0..50u64.min(limit as u64)).map(|i| i * 256).collect();
+            assert_eq!(kept, expected, "limit {limit}");
+            assert_eq!(left_out, 50 - expected.len() as u64, "limit {limit}");
+        }
     }
 }

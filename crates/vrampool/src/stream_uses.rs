@@ -25,7 +25,7 @@ use crate::backend::{Backend, EventId};
 use crate::counters::PoolStats;
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
-use crate::report::PoolReport;
+use crate::report::{PoolReport, ReportLimit};
 use crate::stream::StreamId;
 
 /// A free held back until the events recorded at it have completed.
@@ -263,8 +263,8 @@ impl<P: Pool> Pool for StreamUses<P> {
         self.pool.reset_peaks();
     }
 
-    fn report(&self) -> PoolReport {
-        self.pool.report()
+    fn report_within(&self, limit: ReportLimit) -> PoolReport {
+        self.pool.report_within(limit)
     }
 
     /// Waits for the held blocks' work and gives them to the pool, then trims it.

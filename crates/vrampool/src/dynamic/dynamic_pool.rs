@@ -18,7 +18,7 @@ use crate::counters::{LiveTally, PoolStats, ReservedCounters, Stat};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
 use crate::range_allocator::{Carved, NodeId, RangeAllocator};
-use crate::report::{BlockReport, PoolReport};
+use crate::report::{BlockReport, Listing, PoolReport, ReportLimit, SegmentReport};
 use crate::request::Request;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
@@ -141,6 +141,23 @@ impl DynamicPool {
             cache: OnceLock::new(),
             largest_alignment,
         })
+    }
+
+    /// Offers the pool's segments to `segments` and hands each live block to `block`, under the pool's
+    /// lock: what its report lists.
+    pub(crate) fn list(&self, segments: &mut Listing<SegmentReport>, mut block: impl FnMut(BlockReport)) {
+        let state = self.state.lock();
+        state.space.report().into_iter().for_each(|segment| segments.segment(segment));
+        for (&addr, live) in &state.live {
+            let span = state.ranges.span(live.node).1;
+            block(BlockReport {
+                addr,
+                size: live.size(span),
+                block_size: span,
+                stream: self.device.order.stream_of(usize::from(live.stream_index)),
+                fallback: false,
+            });
+        }
     }
 
     /// The largest alignment the pool gives: a larger one is [`Error::AlignmentTooLarge`]. The largest power
@@ -438,25 +455,11 @@ impl Pool for DynamicPool {
         }
     }
 
-    fn report(&self) -> PoolReport {
-        let state = self.state.lock();
-        let segments = state.space.report();
-        let blocks: Vec<BlockReport> = state
-            .live
-            .iter()
-            .map(|(&addr, block)| {
-                let span = state.ranges.span(block.node).1;
-                BlockReport {
-                    addr,
-                    size: block.size(span),
-                    block_size: span,
-                    stream: self.device.order.stream_of(usize::from(block.stream_index)),
-                    fallback: false,
-                }
-            })
-            .collect();
-        drop(state);
-        PoolReport::new(self, segments, blocks)
+    fn report_within(&self, limit: ReportLimit) -> PoolReport {
+        let mut segments = Listing::new(limit.segments);
+        let mut blocks = Listing::new(limit.blocks);
+        self.list(&mut segments, |block| blocks.block(block));
+        PoolReport::listed(self, segments, blocks)
     }
 
     fn trim(&self) -> Result<u64> {

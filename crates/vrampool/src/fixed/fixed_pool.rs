@@ -9,7 +9,7 @@ use crate::counters::{PoolStats, ReservedCounters, Stat, StatsCounters};
 use crate::error::{Error, Result};
 use crate::fallback_segments::{FallbackSegments, segment_bytes};
 use crate::pool::{Allocation, Pool};
-use crate::report::{BlockReport, PoolReport, SegmentKind, SegmentReport};
+use crate::report::{BlockReport, Listing, PoolReport, ReportLimit, SegmentKind, SegmentReport};
 use crate::request::Request;
 use crate::slab::Slab;
 use crate::stream::StreamId;
@@ -317,26 +317,26 @@ impl Pool for FixedPool {
         }
     }
 
-    fn report(&self) -> PoolReport {
-        let mut segments = vec![SegmentReport {
+    fn report_within(&self, limit: ReportLimit) -> PoolReport {
+        let mut segments = Listing::new(limit.segments);
+        segments.segment(SegmentReport {
             kind: SegmentKind::Reservation,
             addr: self.slab.base(),
             size: self.reservation,
             reserved_bytes: self.reservation,
-        }];
-        let mut blocks: Vec<BlockReport> = self
-            .slab
-            .live_blocks()
-            .map(|(index, size, stream_index)| BlockReport {
+        });
+        let mut blocks = Listing::new(limit.blocks);
+        for (index, size, stream_index) in self.slab.live_blocks() {
+            blocks.block(BlockReport {
                 addr: self.slab.block_addr(index),
                 size,
                 block_size: self.config.block_size,
                 stream: self.order.stream_of(stream_index),
                 fallback: false,
-            })
-            .collect();
+            });
+        }
         self.fallbacks.report(&mut segments, &mut blocks);
-        PoolReport::new(self, segments, blocks)
+        PoolReport::listed(self, segments, blocks)
     }
 
     /// A fixed pool holds its one reservation for its whole life and gives fallback segments back at

@@ -15,7 +15,7 @@ use crate::counters::{PoolStats, SlotTallies, Stat, StatsCounters};
 use crate::dynamic::{BlockCache, DynamicPool};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool};
-use crate::report::{BlockReport, PoolReport, SizeClassReport};
+use crate::report::{BlockReport, Listing, PoolReport, ReportLimit, SizeClassReport};
 use crate::request::Request;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
@@ -410,39 +410,36 @@ impl Pool for HybridPool {
         }
     }
 
-    fn report(&self) -> PoolReport {
-        let mut report = self.dynamic.report();
-        report.strategy = self.strategy().into();
-        report.stats = self.stats();
-        if let Some(core) = self.core.get() {
-            // The region lists the classes' blocks too, live or cached: list them as the core's instead.
-            report.blocks.retain(|b| !core.holds(b.addr));
-            for block in &mut report.blocks {
-                block.fallback = true;
+    fn report_within(&self, limit: ReportLimit) -> PoolReport {
+        let mut segments = Listing::new(limit.segments);
+        let mut blocks = Listing::new(limit.blocks);
+        let core = self.core.get();
+        // The region's requests, served outside the classes. The classes' blocks are listed as the core's.
+        self.dynamic.list(&mut segments, |block| {
+            if core.is_none_or(|core| !core.holds(block.addr)) {
+                blocks.block(BlockReport { fallback: true, ..block });
             }
-            for class in core.classes() {
-                let mut live = 0;
-                for (index, size, stream_index) in class.live_blocks() {
-                    live += 1;
-                    report.blocks.push(BlockReport {
-                        addr: class.addr(index),
-                        size,
-                        block_size: class.block_size(),
-                        stream: self.order.stream_of(stream_index),
-                        fallback: false,
-                    });
-                }
-                report.classes.push(SizeClassReport {
+        });
+        let mut classes = Vec::new();
+        for class in core.map_or(&[][..], |core| core.classes()) {
+            let mut live = 0;
+            for (index, size, stream_index) in class.live_blocks() {
+                live += 1;
+                blocks.block(BlockReport {
+                    addr: class.addr(index),
+                    size,
                     block_size: class.block_size(),
-                    block_count: u64::from(class.capacity()),
-                    live_blocks: live,
+                    stream: self.order.stream_of(stream_index),
+                    fallback: false,
                 });
             }
-        } else {
-            report.blocks.iter_mut().for_each(|b| b.fallback = true);
+            classes.push(SizeClassReport {
+                block_size: class.block_size(),
+                block_count: u64::from(class.capacity()),
+                live_blocks: live,
+            });
         }
-        report.blocks.sort_by_key(|b| b.addr);
-        report
+        PoolReport { classes, ..PoolReport::listed(self, segments, blocks) }
     }
 
     fn trim(&self) -> Result<u64> {
