@@ -477,8 +477,8 @@ int vrampool_device_trim(int device, uint64_t *out_bytes);
 
 /**
  * Trims the pool of every device that has one (see `vrampool_device_trim`), and writes the bytes given
- * back in all to `*out_bytes` (where not NULL). Every pool is trimmed even where one fails; the first
- * failure is returned.
+ * back in all to `*out_bytes` (where not NULL; the sum saturates at `UINT64_MAX`). Every pool is trimmed
+ * even where one fails; the first failure is returned.
  *
  * # Safety
  * `out_bytes` is NULL or points to a writable `uint64_t`.

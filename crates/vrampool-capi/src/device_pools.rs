@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use vrampool::{BackendKind, DynamicConfig, MIB, PoolSpec, Strategy, VirtualMemory};
+use vrampool::{BackendKind, DynamicConfig, MIB, PoolSpec, Strategy, VirtualMemory, excerpt};
 
 use crate::backed_pool::BackedPool;
 use crate::error::CapiError;
@@ -95,7 +95,7 @@ impl Config {
     fn new(text: Option<String>) -> Self {
         let spec = match &text {
             None => Ok(PoolSpec::default()),
-            Some(text) => PoolSpec::parse(text).map_err(|source| CapiError::EnvConfig { text: text.clone(), source }),
+            Some(text) => PoolSpec::parse(text).map_err(|source| CapiError::EnvConfig { text: excerpt(text), source }),
         };
         Config { text, spec }
     }
@@ -232,7 +232,7 @@ impl DevicePools {
             }
             Err(err) if err.is_config() => {
                 let err = match (err, &config.text) {
-                    (CapiError::Pool(source), Some(text)) => CapiError::EnvConfig { text: text.clone(), source },
+                    (CapiError::Pool(source), Some(text)) => CapiError::EnvConfig { text: excerpt(text), source },
                     (err, _) => err,
                 };
                 *making = Some(err.clone());
@@ -339,6 +339,17 @@ mod tests {
         }
         assert!(pools.config_reported.load(Ordering::Relaxed));
         assert!(pools.existing_or_why("f", 0).err().unwrap().to_string().contains("colour"));
+    }
+
+    #[test]
+    fn a_long_config_is_quoted_by_its_start() {
+        let long = format!("backend=host,{}", "colour=blue,".repeat(100_000));
+        let pools = DevicePools::new(Some(long));
+        let message = pools.get_or_make(0).err().unwrap().to_string();
+        assert!(message.len() < 300, "{} bytes: {}", message.len(), &message[..300]);
+        // The first 100 characters.
+        let quoted = format!("backend=host,{}col... (1200013 bytes)", "colour=blue,".repeat(7));
+        assert!(message.starts_with(&format!("VRAMPOOL_CONF=`{quoted}` is invalid")), "{message}");
     }
 
     #[test]

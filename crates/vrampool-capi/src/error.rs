@@ -79,7 +79,7 @@ pub enum CapiError {
     /// `VRAMPOOL_CONF` is not a valid config string (or names values the device cannot hold).
     #[error("VRAMPOOL_CONF=`{text}` is invalid: {source}")]
     EnvConfig {
-        /// The variable's value.
+        /// The variable's value ([`vrampool::excerpt`]: its start only, where it is long).
         text: String,
         /// What is wrong with it.
         source: PoolError,

@@ -314,8 +314,8 @@ pub unsafe extern "C" fn vrampool_device_trim(device: c_int, out_bytes: *mut u64
 }
 
 /// Trims the pool of every device that has one (see `vrampool_device_trim`), and writes the bytes given
-/// back in all to `*out_bytes` (where not NULL). Every pool is trimmed even where one fails; the first
-/// failure is returned.
+/// back in all to `*out_bytes` (where not NULL; the sum saturates at `UINT64_MAX`). Every pool is trimmed
+/// even where one fails; the first failure is returned.
 ///
 /// # Safety
 /// `out_bytes` is NULL or points to a writable `uint64_t`.
@@ -326,7 +326,7 @@ pub unsafe extern "C" fn vrampool_device_trim_all(out_bytes: *mut u64) -> c_int 
         let mut first_failure = None;
         for (_, pool) in DEVICE_POOLS.all() {
             match pool.trim() {
-                Ok(bytes) => total += bytes,
+                Ok(bytes) => total = u64::saturating_add(total, bytes),
                 Err(err) => first_failure = first_failure.or(Some(err)),
             }
         }

@@ -2,7 +2,7 @@
 //! however long the input that caused it.
 
 /// The most characters of an input an error message quotes.
-pub const MAX_EXCERPT_CHARS: usize = 40;
+pub const MAX_EXCERPT_CHARS: usize = 100;
 
 /// `text` as an error message quotes it: whole where it has at most [`MAX_EXCERPT_CHARS`] characters, else
 /// its first ones followed by `...` and its length in bytes.
@@ -26,7 +26,8 @@ mod tests {
         let long = "y".repeat(1 << 20);
         assert_eq!(excerpt(&long), format!("{}... (1048576 bytes)", "y".repeat(MAX_EXCERPT_CHARS)));
         // Cut on a character boundary, never inside one.
-        let wide = "é".repeat(100);
-        assert_eq!(excerpt(&wide), format!("{}... (200 bytes)", "é".repeat(MAX_EXCERPT_CHARS)));
+        let wide = "é".repeat(MAX_EXCERPT_CHARS + 50);
+        let bytes = 2 * (MAX_EXCERPT_CHARS + 50);
+        assert_eq!(excerpt(&wide), format!("{}... ({bytes} bytes)", "é".repeat(MAX_EXCERPT_CHARS)));
     }
 }
