@@ -15,11 +15,13 @@ use crate::block_stack::{BlockLinks, NONE};
 use crate::error::{Error, Result};
 use crate::host_table::host_table;
 use crate::stream_order::FreeTag;
+use crate::units::MAX_BLOCK_SIZE;
 
 /// A block's state word: the live bit, the stream index and the requested size.
 const LIVE: u64 = 1 << 63;
 const STREAM_SHIFT: u32 = 56;
 const SIZE_MASK: u64 = (1 << STREAM_SHIFT) - 1;
+const _: () = assert!(MAX_BLOCK_SIZE <= SIZE_MASK, "a block's requested size fits its state word");
 /// The state word of a free block named in a thread slot's hot list: this bit, and below it the tag of
 /// the stream that freed it (its stream number above [`CACHED_SEQ_BITS`] bits of sequence number), so that
 /// whoever claims the block reads its tag in the same atomic step.

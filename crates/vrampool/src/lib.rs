@@ -72,4 +72,4 @@ pub use pool_spec::{BackendKind, PoolSpec, Strategy};
 pub use report::{BlockReport, PoolReport, ReportLimit, SegmentKind, SegmentReport, SizeClassReport};
 pub use stream::StreamId;
 pub use stream_uses::{StreamUseCounters, StreamUses};
-pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MIB, MIN_BLOCK};
+pub use units::{DEFAULT_ALIGNMENT, GIB, KIB, MAX_BLOCK_SIZE, MIB, MIN_BLOCK};

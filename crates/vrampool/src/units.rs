@@ -11,6 +11,10 @@ pub const GIB: u64 = 1 << 30;
 /// 256 bytes, what `cudaMalloc` guarantees.
 pub const MIN_BLOCK: u64 = 256;
 
+/// The largest block a fixed pool or a size class has: 2^56 bytes less 256 (64 PiB), as a block's record
+/// keeps the bytes requested of it in 56 bits.
+pub const MAX_BLOCK_SIZE: u64 = (1 << 56) - MIN_BLOCK;
+
 /// The alignment of an allocation when the caller names none: 256 bytes.
 pub const DEFAULT_ALIGNMENT: u64 = 256;
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::units::{MIB, MIN_BLOCK};
+use crate::units::{MAX_BLOCK_SIZE, MIB, MIN_BLOCK};
 
 /// What a fixed pool does with a request it cannot serve from a block: one larger than a block, one
 /// needing more alignment than a block has, or any request once every block is taken.
@@ -20,7 +20,7 @@ pub enum Fallback {
 /// How a [`crate::FixedPool`] is set up.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixedConfig {
-    /// Bytes per block, a multiple of 256. Default: 4 MiB.
+    /// Bytes per block, a multiple of 256, at most [`MAX_BLOCK_SIZE`]. Default: 4 MiB.
     pub block_size: u64,
     /// Number of blocks. Default: 2048 (8 GiB in all with the default block size).
     pub block_count: u64,
@@ -58,8 +58,12 @@ impl FixedConfig {
 
     /// The bytes of the one reservation, after checking the configuration against `capacity`.
     pub fn validate(&self, capacity: u64) -> Result<u64> {
-        if self.block_size < MIN_BLOCK || self.block_size % MIN_BLOCK != 0 {
-            return Err(Error::invalid_config("block_size", self.block_size, "must be a positive multiple of 256"));
+        if self.block_size < MIN_BLOCK || self.block_size % MIN_BLOCK != 0 || self.block_size > MAX_BLOCK_SIZE {
+            return Err(Error::invalid_config(
+                "block_size",
+                self.block_size,
+                format!("must be a positive multiple of 256, at most {MAX_BLOCK_SIZE}"),
+            ));
         }
         if self.block_count == 0 || self.block_count > MAX_BLOCKS {
             return Err(Error::invalid_config("block_count", self.block_count, format!("must be 1 to {MAX_BLOCKS}")));
@@ -93,6 +97,11 @@ mod tests {
     fn bad_values_are_named() {
         let err = FixedConfig::default().block_size(100).validate(u64::MAX).unwrap_err();
         assert!(err.to_string().contains("block_size = 100"), "{err}");
+        for size in [1 << 56, u64::MAX - 255] {
+            let err = FixedConfig::default().block_size(size).block_count(1).validate(u64::MAX).unwrap_err();
+            assert!(err.to_string().contains(&format!("at most {MAX_BLOCK_SIZE}")), "{err}");
+        }
+        assert!(FixedConfig::default().block_size(MAX_BLOCK_SIZE).block_count(1).validate(u64::MAX).is_ok());
         let err = FixedConfig::default().block_count(0).validate(u64::MAX).unwrap_err();
         assert!(err.to_string().contains("block_count = 0"), "{err}");
         let err = FixedConfig::default().validate(1 << 30).unwrap_err();

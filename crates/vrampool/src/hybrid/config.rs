@@ -6,7 +6,7 @@ use super::waste_bound::WasteBound;
 use crate::byte_format::format_bytes;
 use crate::dynamic::DynamicConfig;
 use crate::error::{Error, Result};
-use crate::units::{KIB, MIB, MIN_BLOCK};
+use crate::units::{KIB, MAX_BLOCK_SIZE, MIB, MIN_BLOCK};
 
 /// The most classes a hybrid pool holds, learned ([`HybridConfig::max_classes`]) or given
 /// ([`HybridConfig::classes`]): the map from a block's address to its class keeps the class in 8 bits.
@@ -15,7 +15,7 @@ pub const MAX_CLASSES: usize = 255;
 /// One size class given explicitly: its block size and the most blocks it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassSpec {
-    /// Bytes per block, a positive multiple of 256.
+    /// Bytes per block, a positive multiple of 256, at most [`MAX_BLOCK_SIZE`].
     pub block_size: u64,
     /// The most blocks the class holds (its capacity), at least 1. The class at its full count must fit
     /// in the device ([`HybridConfig::validate_against`]); a pool gives it no more blocks than fit in its
@@ -63,9 +63,9 @@ pub struct HybridConfig {
     /// and sends fewer requests to the region (docs/BENCHMARKS.md).
     #[serde(default = "default_cached_waste")]
     pub max_cached_waste: f64,
-    /// The largest block a learned class may have; larger requests go to the region, which packs them
-    /// tightly. Default: 4 MiB: larger classes send fewer requests of a churn of spread sizes to the region,
-    /// but reserved more at the peak on GPT-2 generation and on resnet_train_fixed (docs/BENCHMARKS.md).
+    /// The largest block a learned class may have (and never more than [`MAX_BLOCK_SIZE`]); larger requests
+    /// go to the region, which packs them tightly. Default: 4 MiB: larger classes send fewer requests of a
+    /// churn of spread sizes to the region, but reserved more at the peak on GPT-2 generation and on resnet_train_fixed (docs/BENCHMARKS.md).
     pub max_class_size: u64,
     /// The most classes learned, 1 to [`MAX_CLASSES`] (255). Default: 128. On the bundled traces the
     /// coverage bound stops the learner first (docs/BENCHMARKS.md has what it does on spread sizes).
@@ -238,11 +238,11 @@ impl HybridConfig {
         }
         let mut sizes: Vec<u64> = self.classes.iter().map(|c| c.block_size).collect();
         for class in &self.classes {
-            if class.block_size == 0 || class.block_size % MIN_BLOCK != 0 {
+            if class.block_size == 0 || class.block_size % MIN_BLOCK != 0 || class.block_size > MAX_BLOCK_SIZE {
                 return Err(Error::invalid_config(
                     "classes",
                     class.block_size,
-                    "block sizes must be positive multiples of 256",
+                    format!("block sizes must be positive multiples of 256, at most {MAX_BLOCK_SIZE}"),
                 ));
             }
             if class.block_count == 0 || class.block_count > u64::from(u32::MAX - 1) {
@@ -309,6 +309,7 @@ mod tests {
                 "classes",
             ),
             (HybridConfig::default().classes(vec![ClassSpec { block_size: 300, block_count: 1 }]), "classes"),
+            (HybridConfig::default().classes(vec![ClassSpec { block_size: 1 << 56, block_count: 1 }]), "classes"),
             (
                 HybridConfig::default().classes(vec![
                     ClassSpec { block_size: 512, block_count: 1 },
@@ -340,7 +341,7 @@ mod tests {
         // The most blocks a class may have, on an H200, and counts whose bytes pass 2^64: refused at once.
         let err = classes(&[(256, u32::MAX as u64 - 1)]).validate_against(141_000_000_000).unwrap_err();
         assert!(err.to_string().contains("takes 1099511627264 bytes"), "{err}");
-        let err = classes(&[(1 << 62, 4)]).validate_against(u64::MAX).unwrap_err();
+        let err = classes(&[(1 << 55, 1024)]).validate_against(u64::MAX).unwrap_err();
         assert!(err.to_string().contains("takes more than 18446744073709551615 bytes"), "{err}");
         // The hybrid's and the region's own checks come first.
         let err = classes(&[(MIB, 1)]).coverage(2.0).validate_against(capacity).unwrap_err();

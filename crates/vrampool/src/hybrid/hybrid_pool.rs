@@ -20,7 +20,7 @@ use crate::request::Request;
 use crate::stream::StreamId;
 use crate::stream_order::{FreeTag, StreamOrder};
 use crate::thread_slot;
-use crate::units::MIN_BLOCK;
+use crate::units::{MAX_BLOCK_SIZE, MIN_BLOCK};
 
 /// Why a request went to the dynamic region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +193,7 @@ impl HybridPool {
             waste: c.waste_bound(),
             max_classes: c.max_classes,
             headroom: c.slab_headroom,
-            max_block: c.max_class_size,
+            max_block: c.max_class_size.min(MAX_BLOCK_SIZE),
         });
         // The records of learned classes are bounded by the blocks seen live during warm-up; a host out of
         // memory for them leaves the region serving everything, which is correct, only slower.
