@@ -126,9 +126,18 @@ impl CostModel {
 
     /// The cost of unmapping and releasing `pages` pages of `page` bytes.
     pub fn unmap(&self, pages: u64, page: u64) -> u64 {
-        pages.saturating_mul(
-            interpolate(&self.unmap_page_ns, page).saturating_add(interpolate(&self.release_page_ns, page)),
-        )
+        self.unmap_only(pages, page).saturating_add(self.release(pages, page))
+    }
+
+    /// The cost of unmapping `pages` pages of `page` bytes whose memory stays mapped at another address
+    /// (no `cuMemRelease`).
+    pub fn unmap_only(&self, pages: u64, page: u64) -> u64 {
+        pages.saturating_mul(interpolate(&self.unmap_page_ns, page))
+    }
+
+    /// The cost of giving `pages` pages of `page` bytes back to the device (`cuMemRelease`).
+    pub fn release(&self, pages: u64, page: u64) -> u64 {
+        pages.saturating_mul(interpolate(&self.release_page_ns, page))
     }
 
     /// The cost of moving `pages` pages of `page` bytes to new addresses in one batch.
@@ -177,5 +186,7 @@ mod tests {
             }
         }
         assert!(model.segment_pair(u64::MAX) > model.segment_pair(GIB), "the last rate goes on");
+        assert_eq!(model.unmap(3, g), model.unmap_only(3, g) + model.release(3, g));
+        assert_eq!(model.unmap_only(1, g), 16_000, "an address given up whose memory stays mapped elsewhere");
     }
 }

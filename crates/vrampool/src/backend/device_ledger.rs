@@ -16,6 +16,19 @@ struct ReservedRange {
     mapped_chunks: u64,
 }
 
+/// A transfer of mapped pages to unmapped addresses, checked ([`DeviceLedger::check_transfer`]).
+struct Transfer {
+    from_base: u64,
+    from_first: usize,
+    to_base: u64,
+    to_first: usize,
+    count: usize,
+    /// The physical page of each chunk moved.
+    physical: Vec<u64>,
+    /// The bytes of each page moved, in order.
+    pages: Vec<u64>,
+}
+
 /// The physical id of a chunk of address range that nothing is mapped at.
 const UNMAPPED: u64 = 0;
 
@@ -44,8 +57,12 @@ pub(crate) struct DeviceLedger {
     calls_since_plan: u64,
     /// The last physical chunk id handed out.
     last_physical: u64,
-    /// Per physical chunk, how many addresses map it (more than one after an alias).
+    /// Per physical page, how many of its chunks are mapped at some address (more than its chunks after an
+    /// alias).
     mappings: HashMap<u64, u32>,
+    /// Per physical page of more than one chunk ([`DeviceLedger::map_pages`]), its chunks; a page not here
+    /// has one.
+    page_chunks: HashMap<u64, u32>,
 }
 
 impl DeviceLedger {
@@ -77,6 +94,7 @@ impl DeviceLedger {
             calls_since_plan: 0,
             last_physical: UNMAPPED,
             mappings: HashMap::new(),
+            page_chunks: HashMap::new(),
         }
     }
 
@@ -325,40 +343,107 @@ impl DeviceLedger {
         }
     }
 
-    /// Counts one address fewer mapping each of `physical`; returns how many of them no address maps any
-    /// more (their memory goes back to the device).
-    fn drop_mappings(&mut self, physical: &[u64]) -> u64 {
-        let mut released = 0;
+    /// The chunks of physical page `id`.
+    fn chunks_of(&self, id: u64) -> u32 {
+        self.page_chunks.get(&id).copied().unwrap_or(1)
+    }
+
+    /// Counts one address fewer mapping each of `physical`; returns the chunks of each page no address maps
+    /// any more (their memory goes back to the device).
+    fn drop_mappings(&mut self, physical: &[u64]) -> Vec<u64> {
+        let mut released = Vec::new();
         for id in physical {
             let count = self.mappings.get_mut(id).expect("a mapped chunk is counted");
             *count -= 1;
             if *count == 0 {
                 self.mappings.remove(id);
-                released += 1;
+                released.push(u64::from(self.chunks_of(*id)));
+                self.page_chunks.remove(id);
             }
         }
         released
     }
 
+    /// The bytes of each page among `physical` (the ids of consecutive chunks), in order; an error naming
+    /// `call` where the chunks do not hold whole pages.
+    fn whole_pages(&mut self, call: &'static str, at: u64, physical: &[u64]) -> Result<Vec<u64>> {
+        let granularity = self.granularity.unwrap_or(1);
+        let mut pages = Vec::new();
+        let mut index = 0;
+        while index < physical.len() {
+            let id = physical[index];
+            let chunks = self.chunks_of(id) as usize;
+            let whole = physical.get(index..index + chunks).is_some_and(|run| run.iter().all(|&other| other == id));
+            if !whole {
+                let chunk = at + index as u64 * granularity;
+                return Err(self.invalid(call, format!("chunk {chunk:#x} is not the start of a whole page")));
+            }
+            pages.push(chunks as u64 * granularity);
+            index += chunks;
+        }
+        Ok(pages)
+    }
+
+    /// The modelled time of `per_batch` on `pages` (bytes each) taken as batches of equal pages, with one
+    /// access call for the whole call rather than one per batch.
+    fn batched_time(&self, pages: &[u64], per_batch: impl Fn(&CostModel, u64, u64) -> u64, has_access: bool) -> u64 {
+        let mut sizes: Vec<u64> = pages.to_vec();
+        sizes.sort_unstable();
+        let mut time = 0;
+        let mut batches = 0;
+        for group in sizes.chunk_by(|a, b| a == b) {
+            time += per_batch(&self.cost, group.len() as u64, group[0]);
+            batches += 1;
+        }
+        if has_access && batches > 1 {
+            time -= (batches - 1) * self.cost.set_access_ns;
+        }
+        time
+    }
+
     pub(crate) fn map(&mut self, addr: u64, size: u64) -> Result<()> {
         const CALL: &str = "map";
-        self.granularity_for(CALL)?;
+        let granularity = self.granularity_for(CALL)?;
         self.begin(CALL, size)?;
+        // The span is checked against a reserved range before its list of pages is built.
+        self.locate(CALL, addr, size)?;
+        self.map_begun(addr, size, &vec![granularity; (size / granularity) as usize])
+    }
+
+    /// Maps new physical pages of the sizes `pages` gives, one after another from `addr`.
+    pub(crate) fn map_pages(&mut self, addr: u64, pages: &[u64]) -> Result<()> {
+        const CALL: &str = "map";
+        self.granularity_for(CALL)?;
+        let size = pages.iter().try_fold(0u64, |sum, &page| sum.checked_add(page)).unwrap_or(u64::MAX);
+        self.begin(CALL, size)?;
+        self.map_begun(addr, size, pages)
+    }
+
+    /// [`DeviceLedger::map_pages`] once the call is counted: `size` is the bytes of `pages`.
+    fn map_begun(&mut self, addr: u64, size: u64, pages: &[u64]) -> Result<()> {
+        const CALL: &str = "map";
+        let granularity = self.granularity_for(CALL)?;
+        if let Some(&page) = pages.iter().find(|&&page| page == 0 || page % granularity != 0) {
+            return Err(self.invalid(CALL, format!("a page of {page} bytes is not a multiple of {granularity}")));
+        }
         let (base, first) = self.locate(CALL, addr, size)?;
-        let count = (size / self.granularity.unwrap_or(1)) as usize;
+        let count = (size / granularity) as usize;
         self.check_chunks(CALL, base, first, count, false)?;
         self.take_capacity(CALL, size)?;
-        let physical: Vec<u64> = (0..count)
-            .map(|_| {
-                self.last_physical += 1;
-                self.last_physical
-            })
-            .collect();
+        let mut physical = Vec::with_capacity(count);
+        for &page in pages {
+            let chunks = (page / granularity) as usize;
+            self.last_physical += 1;
+            if chunks > 1 {
+                self.page_chunks.insert(self.last_physical, chunks as u32);
+            }
+            physical.extend(std::iter::repeat_n(self.last_physical, chunks));
+        }
         self.add_mappings(&physical);
         self.set_chunks(base, first, &physical);
         self.counters.map_calls += 1;
         self.counters.chunks_mapped += count as u64;
-        self.add_time(self.cost.map(count as u64, self.granularity.unwrap_or(1)));
+        self.add_time(self.batched_time(pages, CostModel::map, true));
         Ok(())
     }
 
@@ -370,24 +455,22 @@ impl DeviceLedger {
         let count = (size / self.granularity.unwrap_or(1)) as usize;
         self.check_chunks(CALL, base, first, count, true)?;
         let physical = self.physical(base, first, count);
+        let pages = self.whole_pages(CALL, addr, &physical)?;
         self.set_chunks(base, first, &vec![UNMAPPED; count]);
+        let granularity = self.granularity.unwrap_or(1);
         let released = self.drop_mappings(&physical);
-        self.counters.used_bytes -= released * self.granularity.unwrap_or(1);
+        self.counters.used_bytes -= released.iter().sum::<u64>() * granularity;
         self.counters.unmap_calls += 1;
         self.counters.chunks_unmapped += count as u64;
-        self.add_time(self.cost.unmap(count as u64, self.granularity.unwrap_or(1)));
+        // Every page is unmapped; only those no other address maps are released.
+        let released_time: u64 = released.iter().map(|&chunks| self.cost.release(1, chunks * granularity)).sum();
+        self.add_time(self.batched_time(&pages, CostModel::unmap_only, false) + released_time);
         Ok(())
     }
 
     /// Checks a call that gives the chunks mapped at `[from, from + size)` to the unmapped `[to, to + size)`;
-    /// returns the ranges and first chunks of both, and the chunk count.
-    fn check_transfer(
-        &mut self,
-        call: &'static str,
-        from: u64,
-        to: u64,
-        size: u64,
-    ) -> Result<(u64, usize, u64, usize, usize)> {
+    /// returns the ranges and first chunks of both, the chunk count, and the bytes of each page moved.
+    fn check_transfer(&mut self, call: &'static str, from: u64, to: u64, size: u64) -> Result<Transfer> {
         self.granularity_for(call)?;
         self.begin(call, 0)?;
         let (from_base, from_first) = self.locate(call, from, size)?;
@@ -395,29 +478,29 @@ impl DeviceLedger {
         let count = (size / self.granularity.unwrap_or(1)) as usize;
         self.check_chunks(call, from_base, from_first, count, true)?;
         self.check_chunks(call, to_base, to_first, count, false)?;
-        Ok((from_base, from_first, to_base, to_first, count))
+        let physical = self.physical(from_base, from_first, count);
+        let pages = self.whole_pages(call, from, &physical)?;
+        Ok(Transfer { to_base, to_first, from_base, from_first, count, physical, pages })
     }
 
     pub(crate) fn remap(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
-        let (from_base, from_first, to_base, to_first, count) = self.check_transfer("remap", from, to, size)?;
-        let physical = self.physical(from_base, from_first, count);
-        self.set_chunks(from_base, from_first, &vec![UNMAPPED; count]);
-        self.set_chunks(to_base, to_first, &physical);
+        let t = self.check_transfer("remap", from, to, size)?;
+        self.set_chunks(t.from_base, t.from_first, &vec![UNMAPPED; t.count]);
+        self.set_chunks(t.to_base, t.to_first, &t.physical);
         self.counters.remap_calls += 1;
-        self.counters.chunks_moved += count as u64;
-        self.add_time(self.cost.remap(count as u64, self.granularity.unwrap_or(1)));
+        self.counters.chunks_moved += t.count as u64;
+        self.add_time(self.batched_time(&t.pages, CostModel::remap, true));
         Ok(())
     }
 
     /// Maps the physical chunks mapped at `[from, from + size)` at the unmapped `[to, to + size)` too.
     pub(crate) fn alias(&mut self, from: u64, to: u64, size: u64) -> Result<()> {
-        let (from_base, from_first, to_base, to_first, count) = self.check_transfer("alias", from, to, size)?;
-        let physical = self.physical(from_base, from_first, count);
-        self.add_mappings(&physical);
-        self.set_chunks(to_base, to_first, &physical);
+        let t = self.check_transfer("alias", from, to, size)?;
+        self.add_mappings(&t.physical);
+        self.set_chunks(t.to_base, t.to_first, &t.physical);
         self.counters.alias_calls += 1;
-        self.counters.chunks_aliased += count as u64;
-        self.add_time(self.cost.alias(count as u64, self.granularity.unwrap_or(1)));
+        self.counters.chunks_aliased += t.count as u64;
+        self.add_time(self.batched_time(&t.pages, CostModel::alias, true));
         Ok(())
     }
 
@@ -563,6 +646,38 @@ mod tests {
             assert!(l.remap(r, addr, size).is_err());
             assert!(l.alias(addr, r, size).is_err());
         }
+        assert_eq!(l.counters().used_bytes, 0);
+    }
+
+    /// Pages of several sizes: each one physical allocation, moved, aliased and unmapped whole, its memory
+    /// given back once no address maps it, and timed per page by the cost model.
+    #[test]
+    fn pages_of_several_sizes_move_and_go_back_whole() {
+        let mut l = ledger();
+        let g = 2 << 20;
+        let r = l.reserve_range(16 * g).unwrap();
+        let reserved = l.counters().driver_time_ns;
+        l.map_pages(r, &[4 * g, g, 2 * g]).unwrap();
+        assert_eq!((l.counters().used_bytes, l.counters().map_calls), (7 * g, 1));
+        let one_call = l.counters().driver_time_ns - reserved;
+        let cost = CostModel::default();
+        assert_eq!(one_call, cost.map(1, 4 * g) + cost.map(1, g) + cost.map(1, 2 * g) - 2 * cost.set_access_ns);
+        assert!(l.unmap(r, 2 * g).is_err(), "half a page");
+        assert!(l.remap(r + g, r + 8 * g, g).is_err(), "a page from its middle");
+        assert!(l.map_pages(r + 8 * g, &[3 << 20]).is_err(), "a page not of whole chunks");
+        l.remap(r, r + 8 * g, 5 * g).unwrap();
+        assert_eq!(l.counters().used_bytes, 7 * g, "moved, not released");
+        l.alias(r + 8 * g, r, 4 * g).unwrap();
+        let before = l.counters().driver_time_ns;
+        l.unmap(r, 4 * g).unwrap();
+        assert_eq!(l.counters().used_bytes, 7 * g, "still mapped at the alias");
+        assert_eq!(l.counters().driver_time_ns - before, cost.unmap_only(1, 4 * g), "nothing released");
+        let before = l.counters().driver_time_ns;
+        l.unmap(r + 8 * g, 5 * g).unwrap();
+        assert_eq!(l.counters().used_bytes, 2 * g);
+        assert_eq!(l.counters().driver_time_ns - before, cost.unmap(1, 4 * g) + cost.unmap(1, g));
+        l.unmap(r + 5 * g, 2 * g).unwrap();
+        l.release_range(r, 16 * g).unwrap();
         assert_eq!(l.counters().used_bytes, 0);
     }
 

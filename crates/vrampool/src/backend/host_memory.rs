@@ -307,6 +307,18 @@ impl Backend for HostMemory {
         Ok(())
     }
 
+    fn supports_large_pages(&self) -> bool {
+        true
+    }
+
+    fn map_pages(&self, addr: DeviceAddr, pages: &[u64]) -> Result<()> {
+        let mut ledger = self.ledger.lock();
+        ledger.map_pages(addr, pages)?;
+        let size = pages.iter().sum();
+        self.region(addr, size)?.set_mapped(addr, size, true);
+        Ok(())
+    }
+
     fn unmap(&self, addr: DeviceAddr, size: u64) -> Result<()> {
         let mut ledger = self.ledger.lock();
         ledger.unmap(addr, size)?;

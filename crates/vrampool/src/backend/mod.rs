@@ -34,7 +34,8 @@ pub struct EventId(pub u64);
 /// What a pool needs from a device.
 ///
 /// Contract for callers: sizes and addresses passed to the virtual-memory calls are multiples of
-/// [`Backend::granularity`]; a range is unmapped or moved only when no device work still uses it (the pool
+/// [`Backend::granularity`]; a range unmapped, moved or aliased holds whole pages as they were mapped
+/// ([`Backend::map_pages`]); a range is unmapped or moved only when no device work still uses it (the pool
 /// waits first, for the event that ends its last use or for the whole device); every segment, mapping and range is returned exactly once.
 /// Implementations check what they cheaply can and answer a broken contract with
 /// [`Error::InvalidBackendCall`].
@@ -86,6 +87,25 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn map(&self, addr: DeviceAddr, size: u64) -> Result<()> {
         let _ = (addr, size);
         Err(self.unsupported("map"))
+    }
+
+    /// Whether [`Backend::map_pages`] takes pages larger than the granularity.
+    fn supports_large_pages(&self) -> bool {
+        false
+    }
+
+    /// Creates physical pages of the sizes `pages` gives (each a multiple of the granularity) and maps them
+    /// one after another from `addr`, inside a reserved range, in one batch (one access-rights call for
+    /// the whole span). Each page is one physical allocation, unmapped, moved and aliased whole; larger
+    /// pages cost fewer driver calls for the same memory. Default: [`Backend::map`] where every page is of
+    /// the granularity, else [`Error::Unsupported`].
+    fn map_pages(&self, addr: DeviceAddr, pages: &[u64]) -> Result<()> {
+        match self.granularity() {
+            Some(granularity) if pages.iter().all(|&page| page == granularity) => {
+                self.map(addr, granularity * pages.len() as u64)
+            }
+            _ => Err(self.unsupported("map_pages")),
+        }
     }
 
     /// Unmaps `[addr, addr + size)`; the physical memory no other address maps goes back to the device.

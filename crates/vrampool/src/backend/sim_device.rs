@@ -310,6 +310,14 @@ impl Backend for SimDevice {
         self.state.lock().ledger.map(addr, size)
     }
 
+    fn supports_large_pages(&self) -> bool {
+        true
+    }
+
+    fn map_pages(&self, addr: DeviceAddr, pages: &[u64]) -> Result<()> {
+        self.state.lock().ledger.map_pages(addr, pages)
+    }
+
     fn unmap(&self, addr: DeviceAddr, size: u64) -> Result<()> {
         self.state.lock().ledger.unmap(addr, size)
     }
