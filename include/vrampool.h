@@ -20,7 +20,7 @@
  * "strategy=dynamic,initial_size=512MiB,growth_factor=1.5,cap=0.8"; keys: strategy (fixed, dynamic,
  * hybrid), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
  * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use,
- * avoid_retiring, classes, warmup, coverage, max_waste, waste_floor, cached_waste, max_classes,
+ * avoid_retiring, paging, classes, warmup, coverage, max_waste, waste_floor, cached_waste, max_classes,
  * max_class_size, headroom, watermark, deterministic, drain_before_growth. An unknown key or a bad value
  * is an error naming the key.
  *

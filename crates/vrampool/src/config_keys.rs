@@ -5,7 +5,7 @@
 //! header's list of keys is checked against it by a test of the C ABI crate.
 
 use crate::byte_format::{format_bytes, parse_bytes};
-use crate::dynamic::{Cap, DynamicConfig, VirtualMemory};
+use crate::dynamic::{Cap, DynamicConfig, PagePolicy, Paging, VirtualMemory};
 use crate::error::{Error, Result};
 use crate::excerpt::excerpt;
 use crate::fixed::Fallback;
@@ -263,6 +263,22 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "`true` or `false`",
         |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.avoid_retiring = on),
         |spec| Some(spec.dynamic().avoid_retiring.to_string()),
+    ),
+    ConfigKey::new(
+        "paging",
+        KeyScope::Dynamic,
+        "virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized \
+         from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages \
+         moved before any new memory)",
+        |spec, v| {
+            let paging = match v.text {
+                "device" => Paging::Device,
+                "adaptive" => Paging::Adaptive(PagePolicy::default()),
+                _ => return Err(v.bad(format!("`{}` is not device or adaptive", v.text))),
+            };
+            set_dynamic(spec, paging, |d, paging| d.paging = paging)
+        },
+        |spec| Some(if spec.dynamic().paging == Paging::Device { "device" } else { "adaptive" }.to_string()),
     ),
     ConfigKey::new(
         "classes",

@@ -20,6 +20,7 @@
 //! | `wait_for_idle` | dynamic pool, hybrid's region | `true` or `false` | `false` (the hybrid's region: `true`) |
 //! | `alias_in_use` | dynamic pool, hybrid's region | `true` or `false` | `true` |
 //! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` |
+//! | `paging` | dynamic pool, hybrid's region | virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages moved before any new memory) | `device` |
 //! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
 //! | `warmup` | hybrid pool | requests | `1024` |
 //! | `coverage` | hybrid pool | a fraction of requests | `0.9` |

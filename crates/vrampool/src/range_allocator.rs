@@ -76,6 +76,17 @@ pub(crate) struct Carved<T> {
     pub(crate) tag: T,
 }
 
+/// A free block a request fits in ([`RangeAllocator::places`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FreePlace {
+    /// The block's node.
+    index: u32,
+    /// The block's first address.
+    pub(crate) offset: u64,
+    /// The block's size in bytes.
+    pub(crate) size: u64,
+}
+
 /// A TLSF allocator over 64-bit addresses in units of [`MIN_BLOCK`] bytes.
 #[derive(Debug)]
 pub(crate) struct RangeAllocator<T: BlockTag> {
@@ -289,14 +300,52 @@ impl<T: BlockTag> RangeAllocator<T> {
         Some(self.carve(chosen, size, align))
     }
 
+    /// Up to `max` free blocks that can hold `size` bytes (a multiple of 256) at `align`, from the
+    /// request's own bin up (the smallest bins first): the places a request may be carved from when
+    /// something other than size picks among them ([`RangeAllocator::carve_at`]).
+    pub(crate) fn places(&self, size: u64, align: u64, max: usize) -> Vec<FreePlace> {
+        let align = align.max(MIN_BLOCK);
+        let Some(need) = size.checked_add(align - MIN_BLOCK) else { return Vec::new() };
+        let mut places = Vec::new();
+        let mut from = bin_down(need >> UNIT_SHIFT);
+        while places.len() < max
+            && let Some(bin) = self.first_bin_from(from)
+        {
+            let mut index = self.heads[bin];
+            while index != NIL && places.len() < max {
+                let node = &self.nodes[index as usize];
+                if self.fits(index, size, align) {
+                    places.push(FreePlace { index, offset: node.offset, size: node.size });
+                }
+                index = node.bin_next;
+            }
+            from = bin + 1;
+        }
+        places
+    }
+
+    /// Carves a block of `size` bytes at `start` out of the free block of `place`, as
+    /// [`RangeAllocator::places`] gave it with nothing carved or freed since; `start` must leave the block
+    /// inside it. What is left on either side stays free.
+    pub(crate) fn carve_at(&mut self, place: FreePlace, start: u64, size: u64) -> Carved<T> {
+        debug_assert!(start >= place.offset && start + size <= place.offset + place.size);
+        debug_assert!(!self.is_used(place.index) && self.nodes[place.index as usize].offset == place.offset);
+        self.carve_from(place.index, start, size)
+    }
+
     /// Splits `size` bytes at `align` out of the free block `index`; what is left stays free.
     fn carve(&mut self, index: u32, size: u64, align: u64) -> Carved<T> {
+        let start = align_up(self.nodes[index as usize].offset, align).expect("fit checked");
+        self.carve_from(index, start, size)
+    }
+
+    /// Splits `[start, start + size)` out of the free block `index`; what is left stays free.
+    fn carve_from(&mut self, index: u32, start: u64, size: u64) -> Carved<T> {
         self.bin_remove(index);
         let (offset, block_size, tag, next) = {
             let node = &self.nodes[index as usize];
             (node.offset, node.size, node.tag, node.next)
         };
-        let start = align_up(offset, align).expect("fit checked");
         if start > offset {
             let pad = self.new_node(Node {
                 offset,
@@ -510,6 +559,31 @@ mod tests {
         a.free(x.node, ());
         a.free(y.node, ());
         assert_eq!(a.free_regions(), vec![(256, 1 << 20)]);
+    }
+
+    /// The places that hold a request are the free blocks that fit it, the request's own bin first; one is
+    /// carved at any address inside it, what is left on both sides staying free.
+    #[test]
+    fn places_list_the_free_blocks_that_fit_and_carve_anywhere_inside() {
+        let mut r = RangeAllocator::<()>::default();
+        r.add_region(0, 1 << 20);
+        let blocks: Vec<_> = (0..8).map(|_| r.allocate(64 << 10, 256).unwrap()).collect();
+        r.free(blocks[1].node, ());
+        r.free(blocks[4].node, ());
+        r.free(blocks[5].node, ());
+        let places = r.places(64 << 10, 256, 16);
+        let mut spans: Vec<(u64, u64)> = places.iter().map(|p| (p.offset, p.size)).collect();
+        spans.sort_unstable();
+        assert_eq!(spans, vec![(64 << 10, 64 << 10), (256 << 10, 128 << 10), (512 << 10, 512 << 10)]);
+        assert_eq!(r.places(64 << 10, 256, 2).len(), 2, "at most as many as asked");
+        assert!(r.places(600 << 10, 256, 16).is_empty(), "none holds it");
+        let pair = *places.iter().find(|p| p.offset == 256 << 10).unwrap();
+        let carved = r.carve_at(pair, (256 << 10) + 4096, 8192);
+        assert_eq!((carved.offset, carved.size), ((256 << 10) + 4096, 8192));
+        assert_eq!(r.free_bytes(), (64 << 10) + (128 << 10) - 8192 + (512 << 10));
+        r.free(carved.node, ());
+        assert_eq!(r.largest_free(), 512 << 10);
+        assert!(r.places(128 << 10, 256, 16).iter().any(|p| p.offset == 256 << 10), "merged again");
     }
 
     #[test]

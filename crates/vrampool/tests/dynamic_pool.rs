@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use common::snapshot;
 use vrampool::{
-    Allocation, Backend, Cap, DynamicConfig, DynamicPool, Error, HostMemory, HostMemoryConfig, KIB, MIB, Pool, PoolExt,
-    SegmentKind, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
+    Allocation, Backend, Cap, DynamicConfig, DynamicPool, Error, GIB, HostMemory, HostMemoryConfig, KIB, MIB, Pool,
+    PoolExt, SegmentKind, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
 };
 
 fn segments_config(initial: u64, cap: u64) -> DynamicConfig {
@@ -536,4 +536,70 @@ fn growth_ahead_over_mapped_free_chunks_maps_only_the_rest() {
     assert_eq!(pool.grow_ahead().unwrap(), 0);
     assert_eq!((pool.stats().reserved_bytes.current, pool.stats().growths), (8 * g, 0));
     assert_eq!(sim.counters().failed_calls, 0);
+}
+
+/// A pool sizing its own pages on the simulated device (2 MiB granularity), capped at `cap`.
+fn adaptive_pages(device: &Arc<SimDevice>, cap: u64) -> DynamicPool {
+    let config = DynamicConfig::default()
+        .initial_size(0)
+        .cap(Cap::Bytes(cap))
+        .paging(vrampool::Paging::Adaptive(vrampool::PagePolicy::default()));
+    DynamicPool::new(device.clone(), config).unwrap()
+}
+
+/// With pages it sizes itself, the pool maps nothing until a block needs it, maps only what blocks need
+/// (whole pages, no growth factor), and moves idle pages to a block before it maps new memory.
+#[test]
+fn adaptive_pages_map_only_under_blocks_and_move_idle_pages_before_growing() {
+    let device = Arc::new(SimDevice::default());
+    let pool = adaptive_pages(&device, GIB);
+    assert_eq!((device.used_bytes(), pool.stats().reserved_bytes.current), (0, 0));
+    let a = pool.alloc(3 * MIB).unwrap();
+    assert_eq!(pool.stats().reserved_bytes.current, 4 * MIB, "two pages of 2 MiB");
+    let b = pool.alloc(10 * MIB).unwrap();
+    let reserved = pool.stats().reserved_bytes.current;
+    assert!(reserved <= 16 * MIB, "{reserved}");
+    pool.free(a.addr).unwrap();
+    pool.free(b.addr).unwrap();
+    // A larger block than either fits where neither was: the idle pages move under it first.
+    let c = pool.alloc(reserved - 2 * MIB).unwrap();
+    assert_eq!(pool.stats().reserved_bytes.current, reserved, "moved, not grown: {:?}", pool.stats());
+    pool.free(c.addr).unwrap();
+    drop(pool);
+    assert_eq!(device.used_bytes(), 0);
+}
+
+/// A block that would need pages where it first lands is placed where mapped pages are free, if a free
+/// block holds it there: no page moves, no new memory.
+#[test]
+fn adaptive_pages_place_a_block_where_pages_are_mapped_already() {
+    let device = Arc::new(SimDevice::default());
+    let pool = adaptive_pages(&device, GIB);
+    let blocks: Vec<Allocation> = (0..8).map(|_| pool.alloc(4 * MIB).unwrap()).collect();
+    for block in blocks.iter().step_by(2) {
+        pool.free(block.addr).unwrap();
+    }
+    let (reserved, calls) = (pool.stats().reserved_bytes.current, device.counters().memory_calls());
+    for _ in 0..4 {
+        pool.alloc(4 * MIB).unwrap();
+    }
+    assert_eq!(pool.stats().reserved_bytes.current, reserved);
+    assert_eq!(device.counters().memory_calls(), calls, "every block landed on mapped pages");
+    assert_eq!(pool.stats().chunks_moved, 0);
+}
+
+/// Pages grow with the pool: a pool growing to 4 GiB maps most of it in pages of several megabytes (up to
+/// 16 MiB, a 256th of it), for a driver time well under what pages of the granularity would take.
+#[test]
+fn adaptive_pages_grow_with_the_pool() {
+    let device = Arc::new(SimDevice::default());
+    let pool = adaptive_pages(&device, 64 * GIB);
+    for _ in 0..64 {
+        pool.alloc(64 * MIB).unwrap();
+    }
+    let counters = device.counters();
+    assert_eq!(counters.chunks_mapped * 2 * MIB, pool.stats().reserved_bytes.current);
+    let at_granularity = vrampool::CostModel::default().map(counters.chunks_mapped, 2 * MIB);
+    assert!(counters.driver_time_ns * 3 < at_granularity * 2, "{} against {at_granularity}", counters.driver_time_ns);
+    assert!(pool.stats().reserved_bytes.current <= 64 * 64 * MIB + 64 * MIB, "{:?}", pool.stats());
 }

@@ -167,4 +167,11 @@ proptest! {
         run(shape, Device::sim(shape.granularity()), &ops);
         run(shape, Device::host(shape.granularity()), &ops);
     }
+
+    #[test]
+    fn dynamic_sizing_its_own_pages(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::DynamicAdaptivePages;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
 }

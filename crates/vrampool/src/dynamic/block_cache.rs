@@ -3,12 +3,13 @@
 
 use crate::stream_order::FreeTag;
 
-/// A holder of free blocks carved from a dynamic pool: the pool asks it to give them all back, with the
-/// tags of the streams that freed them, before it gives up on a request (and, where the cache asked for
-/// that, before it asks the device for more memory).
+/// A holder of free blocks carved from a dynamic pool: the pool asks it to give them back, with the tags of
+/// the streams that freed them, before it gives up on a request (and, where the cache asked for that,
+/// before it asks the device for more memory).
 pub(crate) trait BlockCache: Send + Sync + std::fmt::Debug {
-    /// Gives up every cached free block: `(address, tag)` of each; the pool frees them.
-    fn drain(&self) -> Vec<(u64, FreeTag)>;
+    /// Gives up cached free blocks holding at least `bytes` in all, the largest first (every one for
+    /// `u64::MAX`, or where they hold fewer): `(address, tag)` of each; the pool frees them.
+    fn drain(&self, bytes: u64) -> Vec<(u64, FreeTag)>;
 
     /// Whether no block is cached (a hint: blocks may be cached at any time).
     fn is_empty(&self) -> bool;

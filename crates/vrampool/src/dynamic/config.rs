@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::page_policy::PagePolicy;
 use crate::error::{Error, Result};
 use crate::units::MIB;
 
@@ -34,6 +35,21 @@ pub enum VirtualMemory {
     Auto,
     /// Never: separate segments.
     Off,
+}
+
+/// Which physical pages a dynamic pool maps on virtual memory, and how it grows there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Paging {
+    /// The device's own pages (its granularity, or the page size its front end opened it with), grown by
+    /// [`DynamicConfig::growth_factor`]; idle pages are moved before new memory is mapped, up to one growth
+    /// step's worth between two growths. The default.
+    #[default]
+    Device,
+    /// Pages the pool sizes as it runs ([`PagePolicy`]): a block is placed where it needs the fewest pages
+    /// backed, idle pages are moved before any new memory is mapped, and new memory is mapped a page at a
+    /// time, as blocks need it (no growth factor).
+    Adaptive(PagePolicy),
 }
 
 /// How a [`crate::DynamicPool`] is set up.
@@ -75,6 +91,9 @@ pub struct DynamicConfig {
     /// With virtual memory: the address space reserved, as a multiple of the cap (room for
     /// fragmentation of addresses, which cost nothing unmapped). Default: 2.
     pub address_space_factor: u64,
+    /// With virtual memory: the pages mapped and how the range grows. Default: [`Paging::Device`].
+    #[serde(default)]
+    pub paging: Paging,
 }
 
 impl Default for DynamicConfig {
@@ -89,6 +108,7 @@ impl Default for DynamicConfig {
             alias_in_use: true,
             avoid_retiring: true,
             address_space_factor: 2,
+            paging: Paging::Device,
         }
     }
 }
@@ -149,6 +169,12 @@ impl DynamicConfig {
     /// Sets whether a block that lands on addresses still retiring is carved elsewhere rather than wait.
     pub fn avoid_retiring(mut self, avoid: bool) -> Self {
         self.avoid_retiring = avoid;
+        self
+    }
+
+    /// Sets the pages mapped on virtual memory.
+    pub fn paging(mut self, paging: Paging) -> Self {
+        self.paging = paging;
         self
     }
 

@@ -49,6 +49,10 @@ impl LiveBlock {
 #[derive(Debug)]
 struct DynamicState {
     ranges: RangeAllocator<FreeTag>,
+    /// The addresses the blocks carved for the cache in front of the pool are placed at, apart from the
+    /// pool's own blocks, where the space keeps them apart ([`Space::open`]); `None` where they share
+    /// `ranges`.
+    carve_ranges: Option<RangeAllocator<FreeTag>>,
     /// The live allocations, by address.
     live: FxHashMap<u64, LiveBlock>,
     /// The blocks carved for the cache in front of the pool ([`DynamicPool::allocate_for_cache`]), by
@@ -125,13 +129,15 @@ impl DynamicPool {
         let policy = GrowthPolicy { initial_size: initial, factor: config.growth_factor, cap, unit };
         let device = PoolDevice::new(backend, ReservedCounters::default(), order, policy);
         let mut ranges = RangeAllocator::default();
-        let space = Space::open(&device, &config, granularity, initial, &mut ranges)?;
+        let mut carve_ranges = None;
+        let space = Space::open(&device, &config, granularity, initial, &mut ranges, &mut carve_ranges)?;
         let largest_alignment = largest_alignment(cap, space.address_space());
         Ok(DynamicPool {
             config,
             device,
             state: Mutex::new(DynamicState {
                 ranges,
+                carve_ranges,
                 live: FxHashMap::default(),
                 carved: FxHashMap::default(),
                 space,
@@ -196,25 +202,38 @@ impl DynamicPool {
     /// Finds room for a request, growing (segments) or backing chunks (virtual memory) as needed. The
     /// blocks a cache in front of the pool holds are taken back (once) when the cap or the device refuses
     /// a growth, so that cached blocks never make a request fail, or before every growth where the cache
-    /// asked for that ([`DynamicPool::set_block_cache`]), so that they never make the pool grow.
-    fn place(&self, state: &mut DynamicState, request: Request) -> Result<Carved<FreeTag>> {
+    /// asked for that ([`DynamicPool::set_block_cache`]), so that they never make the pool grow: all of
+    /// them, or, with pages the space sizes itself, as many as the pool is short of, then more.
+    fn place(&self, state: &mut DynamicState, request: Request, for_cache: bool) -> Result<Carved<FreeTag>> {
         let mut drained = false;
+        // The bytes of blocks the cache is asked for next, where a backing found the pool short.
+        let mut ask: Option<u64> = None;
         let mut trimmed = false;
         // Asked only when the pool would grow.
         let drain_first = || self.cache.get().is_some_and(|cache| cache.drain_before_growth);
         loop {
             // Asked only when the pool would grow: looking costs a pass over the cache.
             let cache_has_blocks = || !drained && self.cache.get().is_some_and(|cache| !cache.blocks.is_empty());
-            if let Some(carved) = state.ranges.allocate(request.span, request.align) {
-                let DynamicState { ranges, space, pending, .. } = &mut *state;
+            let DynamicState { ranges, carve_ranges, space, pending, .. } = &mut *state;
+            let ranges = allocator_for(ranges, carve_ranges, for_cache);
+            if let Some(carved) = ranges.allocate(request.span, request.align) {
                 let backing = space
                     .back(ranges, carved, request, *pending, &self.device, || drain_first() && cache_has_blocks())?;
                 match backing {
                     Backing::Placed(carved) => return Ok(carved),
+                    // Short of `bytes`: the cache gives back blocks holding as much, then twice as much as
+                    // the last time, and so on, until the request is placed or the cache holds none.
+                    Backing::DrainFirst(bytes) => {
+                        let asked = ask.unwrap_or(bytes);
+                        self.drain_cache(state, asked);
+                        ask = Some(asked.saturating_mul(2));
+                        drained |= asked == u64::MAX;
+                        continue;
+                    }
                     // Refused by the cap or the device: the cache's blocks come back before the pool gives up.
                     Backing::Refused if !cache_has_blocks() => return Err(self.out_of_memory(request.size)),
-                    Backing::DrainFirst | Backing::Refused => {
-                        self.drain_cache(state);
+                    Backing::Refused => {
+                        self.drain_cache(state, u64::MAX);
                         drained = true;
                         continue;
                     }
@@ -222,7 +241,7 @@ impl DynamicPool {
             }
             let fixed_addresses = state.space.grows_in_place();
             if (drain_first() || fixed_addresses) && cache_has_blocks() {
-                self.drain_cache(state);
+                self.drain_cache(state, u64::MAX);
                 drained = true;
                 continue;
             }
@@ -239,7 +258,7 @@ impl DynamicPool {
             // Refused by the cap or the device: first the cache's blocks come back (the request may fit among
             // them), then wholly free segments go back to the device, and the growth is tried again.
             if cache_has_blocks() {
-                self.drain_cache(state);
+                self.drain_cache(state, u64::MAX);
                 drained = true;
                 continue;
             }
@@ -251,10 +270,11 @@ impl DynamicPool {
         }
     }
 
-    /// Frees every block the cache in front of the pool holds, with the lock held.
-    fn drain_cache(&self, state: &mut DynamicState) {
+    /// Frees blocks the cache in front of the pool holds, holding at least `bytes` (every one for
+    /// `u64::MAX`), with the lock held.
+    fn drain_cache(&self, state: &mut DynamicState, bytes: u64) {
         let Some(cache) = self.cache.get() else { return };
-        for (addr, tag) in cache.blocks.drain() {
+        for (addr, tag) in cache.blocks.drain(bytes) {
             let freed = self.free_carved_locked(state, addr, tag);
             debug_assert!(freed.is_ok(), "a cached block is a block carved for the cache: {freed:?}");
         }
@@ -262,7 +282,7 @@ impl DynamicPool {
 
     /// Gives wholly free memory back, with the lock held (the cache in front gives its blocks back first).
     fn trim_locked(&self, state: &mut DynamicState) -> Result<u64> {
-        self.drain_cache(state);
+        self.drain_cache(state, u64::MAX);
         let DynamicState { ranges, space, .. } = state;
         let released = space.trim(ranges, &self.device)?;
         self.device.counters.rare.trimmed_bytes.fetch_add(released, Ordering::Relaxed);
@@ -313,10 +333,10 @@ impl DynamicPool {
         let order = &self.device.order;
         let stream_index = order.index_of(stream);
         let mut state = self.state.lock();
-        let carved = self.place(&mut state, request)?;
+        let carved = self.place(&mut state, request, for_cache)?;
         if let Err(err) = order.order_reuse(&*self.device.backend, carved.tag, stream_index) {
-            let DynamicState { ranges, space, .. } = &mut *state;
-            space.unplace(ranges, carved);
+            let DynamicState { ranges, carve_ranges, space, .. } = &mut *state;
+            space.unplace(allocator_for(ranges, carve_ranges, for_cache), carved);
             return Err(err);
         }
         // The block is the request rounded up to 256 bytes: what it adds fits a byte.
@@ -346,23 +366,25 @@ impl DynamicPool {
         let tag = self.device.order.tag_free(&*self.device.backend, usize::from(block.stream_index))?;
         entry.remove();
         shrink_if_sparse(&mut state.live);
-        Ok(self.release_block(state, block, tag))
+        Ok(self.release_block(state, block, tag, false))
     }
 
     /// Frees the block carved for the cache at `addr`, which the cache gave back with `tag`, with the lock
     /// held.
     fn free_carved_locked(&self, state: &mut DynamicState, addr: u64, tag: FreeTag) -> Result<u64> {
         let Some(block) = state.carved.remove(&addr) else { return Err(self.bad_free(state, addr)) };
-        Ok(self.release_block(state, block, tag))
+        Ok(self.release_block(state, block, tag, true))
     }
 
-    /// Gives the memory of `block`, no longer in either map, back to the range allocator, tagged `tag`;
-    /// returns the bytes it had been requested for.
-    fn release_block(&self, state: &mut DynamicState, block: LiveBlock, tag: FreeTag) -> u64 {
-        let (offset, span) = state.ranges.span(block.node);
+    /// Gives the memory of `block`, no longer in either map, back to its range allocator (the cache's where
+    /// `carved` for the cache), tagged `tag`; returns the bytes it had been requested for.
+    fn release_block(&self, state: &mut DynamicState, block: LiveBlock, tag: FreeTag, carved: bool) -> u64 {
+        let DynamicState { ranges, carve_ranges, space, .. } = state;
+        let ranges = allocator_for(ranges, carve_ranges, carved);
+        let (offset, span) = ranges.span(block.node);
         let size = block.size(span);
-        state.ranges.free(block.node, tag);
-        state.space.release_span(offset, span, &self.device);
+        ranges.free(block.node, tag);
+        space.release_span(offset, span, &self.device);
         self.tally.on_free(size);
         size
     }
@@ -374,10 +396,25 @@ impl DynamicPool {
             // A block the cache in front holds: not a live allocation of the pool.
             return Error::NotLive { addr };
         }
-        if let Some((block, _)) = state.ranges.used_block_containing(addr) {
+        let containing = |ranges: &RangeAllocator<FreeTag>| ranges.used_block_containing(addr);
+        if let Some((block, _)) = containing(&state.ranges).or_else(|| state.carve_ranges.as_ref().and_then(containing))
+        {
             return Error::InteriorAddress { addr, block };
         }
         if state.space.contains(addr) { Error::NotLive { addr } } else { Error::ForeignAddress { addr } }
+    }
+}
+
+/// The range allocator of the pool's own blocks, or of the blocks carved for its cache where
+/// `for_cache` and the space keeps those apart.
+fn allocator_for<'a>(
+    ranges: &'a mut RangeAllocator<FreeTag>,
+    carve_ranges: &'a mut Option<RangeAllocator<FreeTag>>,
+    for_cache: bool,
+) -> &'a mut RangeAllocator<FreeTag> {
+    match carve_ranges {
+        Some(carves) if for_cache => carves,
+        _ => ranges,
     }
 }
 

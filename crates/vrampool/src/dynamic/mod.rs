@@ -4,12 +4,14 @@ mod block_cache;
 mod config;
 mod dynamic_pool;
 mod growth_policy;
+mod page_policy;
 mod pool_device;
 mod segment_space;
 mod space;
 mod virtual_space;
 
 pub(crate) use block_cache::BlockCache;
-pub use config::{Cap, DynamicConfig, VirtualMemory};
+pub use config::{Cap, DynamicConfig, Paging, VirtualMemory};
 pub use dynamic_pool::DynamicPool;
 pub use growth_policy::GrowthPolicy;
+pub use page_policy::PagePolicy;

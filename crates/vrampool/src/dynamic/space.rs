@@ -32,9 +32,9 @@ pub(super) enum Space {
 pub(super) enum Backing {
     /// The block is placed there (perhaps carved elsewhere than first), its memory backed.
     Placed(Carved<FreeTag>),
-    /// Backing it needs new memory and the pool would rather take its cache's blocks back first: the
-    /// place was given up.
-    DrainFirst,
+    /// Backing it needs new memory, this many bytes (`u64::MAX`: some), and the pool would rather take its
+    /// cache's blocks back first: the place was given up.
+    DrainFirst(u64),
     /// The cap or the device refused the memory: the place was given up.
     Refused,
 }
@@ -70,16 +70,21 @@ impl GrowthAhead {
 impl Space {
     /// The space `config` asks for on `device`, holding `initial` bytes (a multiple of the growth unit),
     /// which `ranges` then sub-allocates: a virtual range in chunks of `granularity` bytes where that is
-    /// `Some`, else segments.
+    /// `Some`, else segments. A virtual range with pages the pool sizes itself keeps addresses apart for
+    /// the blocks carved for a cache in front of the pool, in `carve_ranges`
+    /// ([`VirtualSpace::open`]).
     pub(super) fn open(
         device: &PoolDevice,
         config: &DynamicConfig,
         granularity: Option<u64>,
         initial: u64,
         ranges: &mut RangeAllocator<FreeTag>,
+        carve_ranges: &mut Option<RangeAllocator<FreeTag>>,
     ) -> Result<Self> {
         Ok(match granularity {
-            Some(granularity) => Space::Virtual(VirtualSpace::open(device, config, granularity, initial, ranges)?),
+            Some(granularity) => {
+                Space::Virtual(VirtualSpace::open(device, config, granularity, initial, ranges, carve_ranges)?)
+            }
             None => Space::Segments(SegmentSpace::open(device, initial, ranges)?),
         })
     }

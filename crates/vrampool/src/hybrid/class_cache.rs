@@ -166,24 +166,35 @@ impl ClassCache {
         self.states.live_blocks()
     }
 
-    /// Takes every cached block: `(index, address, tag)`. Each index is then neither cached nor live, its
-    /// address still recorded, until [`ClassCache::make_empty`].
-    pub(crate) fn drain(&self, out: &mut Vec<(u32, u64, FreeTag)>) {
+    /// Takes cached blocks until they hold `bytes` (every one for `u64::MAX`): `(index, address, tag)` of
+    /// each; returns the bytes still to take. Each index is then neither cached nor live, its address still
+    /// recorded, until [`ClassCache::make_empty`]. The blocks freed longest ago go first (the stacks' before
+    /// the hot lists').
+    pub(crate) fn drain(&self, bytes: u64, out: &mut Vec<(u32, u64, FreeTag)>) -> u64 {
+        let mut left = bytes;
         // Only the stacks whose bit is set: a drain that read all 64 stacks of every class took a cache
         // miss per stack, most of them empty. A block pushed after the mask is read stays cached, as it
         // would if pushed after its stack was read.
         for slot in slots_in(self.cached_slots.load(Ordering::Acquire)) {
             let stack = &self.cached[slot];
-            while let Some(index) = stack.pop(&self.states) {
+            while left > 0
+                && let Some(index) = stack.pop(&self.states)
+            {
                 out.push((index, self.states.addr(index), self.states.free_tag(index)));
+                left = left.saturating_sub(self.block_size);
             }
         }
         // Entries stay in the lists, stale: the index is no longer cached, and a claim skips it.
         for index in self.hot.entries() {
+            if left == 0 {
+                break;
+            }
             if let Some(tag) = self.states.uncache(index) {
                 out.push((index, self.states.addr(index), tag));
+                left = left.saturating_sub(self.block_size);
             }
         }
+        left
     }
 
     /// Forgets the address of block `index`, taken by [`ClassCache::drain`], and makes the index empty.
@@ -204,6 +215,25 @@ impl ClassCache {
 mod tests {
     use super::*;
     use crate::thread_slot;
+
+    /// A drain of some bytes takes blocks until they hold that many, and says what it could not take.
+    #[test]
+    fn a_drain_takes_as_many_blocks_as_the_bytes_asked_for() {
+        let class = ClassCache::new(4096, 4).unwrap();
+        let slot = thread_slot::current();
+        for addr in [0x1000, 0x2000, 0x3000, 0x4000] {
+            let index = class.take_empty().unwrap();
+            class.set_addr(index, addr);
+            class.mark_live(index, 0, 100);
+            class.put_back(slot, index, FreeTag::FRESH);
+        }
+        let mut drained = Vec::new();
+        assert_eq!(class.drain(5000, &mut drained), 0, "two blocks hold 5000 bytes");
+        assert_eq!(drained.len(), 2);
+        assert_eq!(class.drain(3 * 4096, &mut drained), 4096, "two left");
+        assert_eq!(drained.len(), 4);
+        assert!(class.nothing_cached());
+    }
 
     #[test]
     fn indices_move_between_empty_cached_and_live() {
@@ -226,7 +256,7 @@ mod tests {
         class.mark_live(b, 0, 10);
         class.put_back(slot, b, FreeTag::FRESH);
         let mut drained = Vec::new();
-        class.drain(&mut drained);
+        class.drain(u64::MAX, &mut drained);
         drained.sort_unstable_by_key(|d| d.0);
         let mut expected = vec![(a, 0x1000, FreeTag::freed(0, 2)), (b, 0x3000, FreeTag::FRESH)];
         expected.sort_unstable_by_key(|d| d.0);

@@ -172,18 +172,23 @@ impl BlockAddrs for Core {
 }
 
 impl BlockCache for Core {
-    fn drain(&self) -> Vec<(u64, FreeTag)> {
+    fn drain(&self, bytes: u64) -> Vec<(u64, FreeTag)> {
         let mut drained = Vec::new();
+        // Each class with where its blocks end in `drained`, the largest class first.
         let mut ends = Vec::with_capacity(self.classes.len());
-        for class in &self.classes {
-            class.drain(&mut drained);
-            ends.push(drained.len());
+        let mut left = bytes;
+        for class in self.classes.iter().rev() {
+            if left == 0 {
+                break;
+            }
+            left = class.drain(left, &mut drained);
+            ends.push((class, drained.len()));
         }
         // The map finds its entries, and where the entries after them belong, by the records' addresses:
         // they are forgotten only once the map has let go of the blocks.
         self.blocks.remove_all(drained.iter().map(|&(_, addr, _)| addr), self);
         let mut start = 0;
-        for (class, &end) in self.classes.iter().zip(&ends) {
+        for (class, end) in ends {
             for &(index, _, _) in &drained[start..end] {
                 class.make_empty(index);
             }
@@ -326,7 +331,7 @@ mod tests {
                 class.put_back(slot, index, FreeTag::FRESH);
             }
         }
-        let drained = core.drain();
+        let drained = core.drain(u64::MAX);
         assert_eq!(drained.len(), count as usize / 2);
         assert_eq!(core.blocks.len(), count as usize / 2, "the map holds the live blocks alone");
         for index in 0..count as u32 {
@@ -344,7 +349,7 @@ mod tests {
         assert!(!core.holds(0x8000));
         class.put_back(crate::thread_slot::current(), index, FreeTag::FRESH);
         assert!(!BlockCache::is_empty(&core));
-        let drained = core.drain();
+        let drained = core.drain(u64::MAX);
         assert_eq!(drained.len(), 1);
         assert_eq!(drained[0].0, 0x7000);
         assert!(!core.holds(0x7000));
@@ -360,7 +365,7 @@ mod tests {
         let index = carve_at(&core, 0x7000);
         class.mark_live(index, 0, 100);
         let writes = core.blocks.writes();
-        assert!(core.drain().is_empty());
+        assert!(core.drain(u64::MAX).is_empty());
         assert_eq!(core.blocks.writes(), writes);
         assert!(core.holds(0x7000));
     }

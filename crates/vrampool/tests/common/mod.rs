@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use vrampool::{
     Allocation, Backend, Cap, ClassSpec, DynamicConfig, DynamicPool, Fallback, FixedConfig, FixedPool, HostMemory,
-    HostMemoryConfig, HybridConfig, HybridPool, KIB, MIB, Pool, PoolReport, PoolStats, SimDevice, SimDeviceConfig,
-    StreamId, VirtualMemory,
+    HostMemoryConfig, HybridConfig, HybridPool, KIB, MIB, PagePolicy, Paging, Pool, PoolReport, PoolStats, SimDevice,
+    SimDeviceConfig, StreamId, VirtualMemory,
 };
 
 /// The device under a pool, kept so tests can look at it.
@@ -76,11 +76,13 @@ pub enum Shape {
     /// Hybrid whose classes (4 KiB, 64 KiB, 1 MiB) can cache many blocks, on separate segments capped at
     /// 24 MiB: the region keeps taking the cached blocks back while other threads claim and free them.
     HybridDraining,
+    /// A dynamic pool sizing its own pages on a virtual range with 64 KiB chunks, capped at 96 MiB.
+    DynamicAdaptivePages,
 }
 
 impl Shape {
     /// Every shape.
-    pub const ALL: [Shape; 7] = [
+    pub const ALL: [Shape; 8] = [
         Shape::FixedBackendFallback,
         Shape::FixedReject,
         Shape::DynamicSegments,
@@ -88,11 +90,12 @@ impl Shape {
         Shape::HybridLearnedVirtual,
         Shape::HybridGivenSegments,
         Shape::HybridDraining,
+        Shape::DynamicAdaptivePages,
     ];
 
     pub fn granularity(self) -> Option<u64> {
         match self {
-            Shape::DynamicVirtual | Shape::HybridLearnedVirtual => Some(64 * KIB),
+            Shape::DynamicVirtual | Shape::HybridLearnedVirtual | Shape::DynamicAdaptivePages => Some(64 * KIB),
             _ => None,
         }
     }
@@ -137,6 +140,10 @@ impl Shape {
                     ])
                     .deterministic(true)
                     .dynamic(self.dynamic().cap(Cap::Bytes(24 * MIB))),
+            )?),
+            Shape::DynamicAdaptivePages => Arc::new(DynamicPool::new(
+                backend,
+                self.dynamic().initial_size(0).paging(Paging::Adaptive(PagePolicy::default())),
             )?),
         })
     }

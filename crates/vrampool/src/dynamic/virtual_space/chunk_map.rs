@@ -26,6 +26,11 @@ pub(super) struct ChunkMap {
     granularity_shift: Option<u32>,
     mapped: ChunkSet,
     idle: ChunkSet,
+    /// Chunks retiring: aliased away, still mapped on the device here ([`ChunkMap::retire`]).
+    retiring: ChunkSet,
+    /// Per chunk mapped or retiring, log2 of the chunks of the physical page it belongs to: pages of
+    /// `2^order` chunks start at a multiple of `2^order` ([`ChunkMap::set_mapped_pages`]).
+    page_order: Vec<u8>,
     live: Vec<u32>,
     idle_since: Vec<u32>,
     epoch: u32,
@@ -76,6 +81,8 @@ impl ChunkMap {
             granularity_shift: granularity.is_power_of_two().then(|| granularity.trailing_zeros()),
             mapped: ChunkSet::new(chunks),
             idle: ChunkSet::new(chunks),
+            retiring: ChunkSet::new(chunks),
+            page_order: vec![0; chunks],
             live: vec![0; chunks],
             idle_since: vec![FRESH; chunks],
             epoch: 1,
@@ -208,10 +215,11 @@ impl ChunkMap {
         went_idle
     }
 
-    /// Records the chunks of `run` as mapped or unmapped.
+    /// Records the chunks of `run` as mapped (in pages of one chunk) or unmapped.
     pub(super) fn set_mapped(&mut self, run: Range<usize>, mapped: bool) {
         for index in run {
             if mapped {
+                self.page_order[index] = 0;
                 self.mapped.insert(index);
                 if self.live[index] == 0 {
                     self.idle.insert(index);
@@ -222,6 +230,113 @@ impl ChunkMap {
                 self.idle.remove(index);
             }
         }
+    }
+
+    /// Records `run`, a whole number of pages of `2^order` chunks each, each starting at a multiple of its
+    /// size, as mapped.
+    pub(super) fn set_mapped_pages(&mut self, run: Range<usize>, order: u32) {
+        debug_assert!(run.start % (1 << order) == 0 && run.len() % (1 << order) == 0, "{run:?}");
+        self.set_mapped(run.clone(), true);
+        self.page_order[run].fill(order as u8);
+    }
+
+    /// Records the pages of `pages` (as [`ChunkMap::pages_of`] gives them) as mapped at `to`, where
+    /// `[to, to + pages' chunks)` keeps each page at a multiple of its size; the chunks they came from are
+    /// left as [`ChunkMap::set_mapped`] finds them.
+    pub(super) fn set_mapped_like(&mut self, pages: &[Range<usize>], to: usize) {
+        let mut at = to;
+        for page in pages {
+            let order = self.page_order[page.start];
+            self.set_mapped(at..at + page.len(), true);
+            self.page_order[at..at + page.len()].fill(order);
+            at += page.len();
+        }
+    }
+
+    /// The page chunk `index` belongs to (mapped or retiring).
+    pub(super) fn page_at(&self, index: usize) -> Range<usize> {
+        let len = 1usize << self.page_order[index];
+        let start = index & !(len - 1);
+        start..start + len
+    }
+
+    /// The pages of `run` (whole pages, mapped or retiring), in order.
+    pub(super) fn pages_of(&self, run: Range<usize>) -> Vec<Range<usize>> {
+        let mut pages = Vec::new();
+        let mut at = run.start;
+        while at < run.end {
+            let page = self.page_at(at);
+            debug_assert!(page.start == at && page.end <= run.end, "{run:?} cuts page {page:?}");
+            at = page.end;
+            pages.push(page);
+        }
+        pages
+    }
+
+    /// Whole idle pages, highest addresses first, at most `limit` chunks in all (a page that would pass it
+    /// is left out); only those no queued work can still touch where `safe_only`.
+    pub(super) fn idle_pages(&self, limit: usize, safe_only: bool) -> Vec<Range<usize>> {
+        let mut pages = Vec::new();
+        let mut taken = 0;
+        for run in self.idle.runs_from_top(usize::MAX) {
+            if taken >= limit {
+                break;
+            }
+            let mut top = run.end;
+            while top > run.start && taken < limit {
+                let page = self.page_at(top - 1);
+                top = page.start.max(run.start);
+                let whole = page.start >= run.start && page.end <= run.end;
+                let safe = !safe_only || page.clone().all(|i| self.idle_since[i] <= self.safe_through);
+                if whole && safe && taken + page.len() <= limit {
+                    taken += page.len();
+                    pages.push(page);
+                }
+            }
+        }
+        pages
+    }
+
+    /// Whether the pages moved, aliased or mapped anew over `slot` may cover it: every chunk of it is in
+    /// the range, neither mapped nor retiring, and touched by no block but the one being backed, on the
+    /// chunks `block`.
+    pub(super) fn slot_is_free(&self, slot: &Range<usize>, block: &Range<usize>) -> bool {
+        slot.end <= self.live.len()
+            && self.mapped.count_in(slot.clone()) == 0
+            && self.retiring.count_in(slot.clone()) == 0
+            && slot.clone().all(|i| self.live[i] == 0 || block.contains(&i))
+    }
+
+    /// Chunks of `[addr, addr + size)` not mapped, and whether any of them is retiring.
+    pub(super) fn unbacked_in(&self, addr: u64, size: u64) -> (usize, bool) {
+        let chunks = self.chunks(addr, size);
+        let unmapped = chunks.len() - self.mapped.count_in(chunks.clone());
+        (unmapped, unmapped > 0 && self.retiring.count_in(chunks) > 0)
+    }
+
+    /// The first `max` runs of mapped chunks wholly inside `[addr, addr + size)`, as byte ranges.
+    pub(super) fn mapped_within(&self, addr: u64, size: u64, max: usize) -> Vec<Range<u64>> {
+        let offset = addr - self.base;
+        let first = offset.div_ceil(self.granularity) as usize;
+        let end = ((offset + size) / self.granularity) as usize;
+        if first >= end {
+            return Vec::new();
+        }
+        self.mapped
+            .runs_in(first..end, max)
+            .into_iter()
+            .map(|run| self.chunk_addr(run.start)..self.chunk_addr(run.end))
+            .collect()
+    }
+
+    /// The chunks `[addr, addr + size)` touches.
+    pub(super) fn chunks_of(&self, addr: u64, size: u64) -> Range<usize> {
+        self.chunks(addr, size)
+    }
+
+    /// Runs of chunks of `run` that are not mapped, in order.
+    pub(super) fn unmapped_runs(&self, run: Range<usize>) -> Vec<Range<usize>> {
+        self.mapped.gaps_in(run)
     }
 
     /// Chunks moved since the space last gained new physical memory.
@@ -350,6 +465,7 @@ impl ChunkMap {
                 debug_assert!(self.mapped.contains(index) && self.live[index] == 0, "chunk {index} is not idle");
                 self.mapped.remove(index);
                 self.idle.remove(index);
+                self.retiring.insert(index);
             }
         }
         self.retirements.push(Retirement { runs, event });
@@ -369,12 +485,18 @@ impl ChunkMap {
     /// Takes the batch at `position` of [`ChunkMap::retirements`]: its chunks are no longer retiring (the
     /// caller unmaps them).
     pub(super) fn finish_retirement(&mut self, position: usize) -> Retirement {
-        self.retirements.remove(position)
+        let retirement = self.retirements.remove(position);
+        for run in &retirement.runs {
+            for index in run.clone() {
+                self.retiring.remove(index);
+            }
+        }
+        retirement
     }
 
     /// Whether chunk `index` is retiring.
     fn is_retiring(&self, index: usize) -> bool {
-        self.retirements.iter().any(|r| r.touches(&(index..index + 1)))
+        self.retiring.contains(index)
     }
 
     /// Runs of mapped chunks, in order.
@@ -419,6 +541,41 @@ mod tests {
         assert_eq!(done, Retirement { runs: vec![0..2, 4..5], event: EventId(9) });
         assert!(v.retirements().is_empty());
         assert_eq!(v.extend_run(3..4, 3), 3..5, "no longer retiring");
+    }
+
+    /// Pages of several sizes: a page of `2^k` chunks is idle only when all its chunks are, is found from any
+    /// of its chunks, and a slot takes pages only where nothing is mapped, retiring or used by another block.
+    #[test]
+    fn pages_are_idle_whole_and_slots_are_free_only_around_the_block() {
+        let g = 1024;
+        let mut v = ChunkMap::new(0, 32 * g, g);
+        v.set_mapped_pages(0..4, 2);
+        v.set_mapped_pages(4..6, 1);
+        v.set_mapped_pages(6..7, 0);
+        assert_eq!((v.page_at(2), v.page_at(5), v.page_at(6)), (0..4, 4..6, 6..7));
+        assert_eq!(v.pages_of(0..7), vec![0..4, 4..6, 6..7]);
+        assert_eq!(v.idle_pages(usize::MAX, false), vec![6..7, 4..6, 0..4]);
+        assert_eq!(v.idle_pages(3, false), vec![6..7, 4..6], "a page that would pass the limit is left out");
+        v.use_span(3 * g, 10);
+        assert_eq!(v.idle_pages(usize::MAX, false), vec![6..7, 4..6], "a page a block touches is not idle");
+        assert_eq!(v.idle_chunks(), 6, "three of its chunks are, one by one");
+        let block = v.chunks_of(8 * g, 2 * g);
+        v.use_span(8 * g, 2 * g);
+        assert!(v.slot_is_free(&(8..10), &block), "the block's own unmapped chunks");
+        assert!(v.slot_is_free(&(8..12), &block), "and free chunks beside them");
+        assert!(!v.slot_is_free(&(4..8), &block), "mapped chunks");
+        v.use_span(12 * g, 10);
+        assert!(!v.slot_is_free(&(8..16), &block), "a chunk another block uses");
+        assert!(!v.slot_is_free(&(30..34), &block), "past the range");
+        assert_eq!(v.unbacked_in(7 * g, 3 * g), (3, false));
+        assert_eq!(v.unmapped_runs(0..12), vec![7..12]);
+        assert_eq!(v.mapped_within(g / 2, 10 * g, 4), vec![g..7 * g], "whole chunks only");
+        v.set_mapped_like(std::slice::from_ref(&(4..6)), 8);
+        assert_eq!((v.page_at(9), v.mapped_bytes()), (8..10, 9 * g));
+        v.set_mapped(4..6, false);
+        v.retire(std::iter::once(6..7).collect(), EventId(3));
+        assert_eq!(v.unbacked_in(6 * g, g), (1, true));
+        assert!(!v.slot_is_free(&(6..7), &(6..7)), "a retiring chunk");
     }
 
     #[test]

@@ -54,6 +54,38 @@ impl ChunkSet {
         word_masks(range).all(|(w, mask)| self.words[w] & mask == mask)
     }
 
+    /// Members among the indices of `range`.
+    #[inline]
+    pub(super) fn count_in(&self, range: Range<usize>) -> usize {
+        word_masks(range).map(|(w, mask)| (self.words[w] & mask).count_ones() as usize).sum()
+    }
+
+    /// The first `max` runs of members inside `range`, in order (cut at the range's ends).
+    pub(super) fn runs_in(&self, range: Range<usize>, max: usize) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        // No word above the top one holds a member.
+        let end = range.end.min((self.top_word + 1) * 64);
+        for (w, mask) in word_masks(range.start..end.max(range.start)) {
+            let mut bits = self.words[w] & mask;
+            while bits != 0 {
+                let low = bits.trailing_zeros() as usize;
+                let len = (!(bits >> low)).trailing_zeros() as usize;
+                let (start, end) = (w * 64 + low, w * 64 + low + len);
+                if let Some(run) = runs.last_mut()
+                    && run.end == start
+                {
+                    run.end = end;
+                } else if runs.len() == max {
+                    return runs;
+                } else {
+                    runs.push(start..end);
+                }
+                bits &= if low + len >= 64 { 0 } else { !0u64 << (low + len) };
+            }
+        }
+        runs
+    }
+
     /// Removes every index of `range`.
     #[inline]
     pub(super) fn remove_run(&mut self, range: Range<usize>) {
@@ -170,6 +202,12 @@ mod tests {
         }
         assert!(s.contains_run(50..140) && s.contains_run(63..65) && !s.contains_run(49..51));
         assert!(s.contains_run(10..10), "every index of an empty run");
+        assert_eq!((s.count_in(40..70), s.count_in(0..300), s.count_in(10..10)), (20, 90, 0));
+        assert_eq!(s.runs_in(0..300, 5), vec![50..140]);
+        assert_eq!(s.runs_in(60..130, 5), vec![60..130]);
+        s.remove(100);
+        assert_eq!(s.runs_in(0..300, 5), vec![50..100, 101..140]);
+        assert_eq!(s.runs_in(0..300, 1), vec![50..100]);
         s.remove_run(60..130);
         assert_eq!((s.count(), s.runs_from_top(100)), (20, vec![130..140, 50..60]));
         s.insert_word(1, 0b101);

@@ -7,24 +7,27 @@
 
 mod chunk_map;
 mod chunk_set;
+mod page_plan;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use chunk_map::{ChunkMap, chunk_count};
+use page_plan::{PageMove, Shortfall, cover, move_batches, new_pages, page_batches};
 
-use super::config::DynamicConfig;
+use super::config::{DynamicConfig, Paging};
+use super::page_policy::PagePolicy;
 use super::pool_device::PoolDevice;
 use super::space::Backing;
 use crate::backend::Backend;
 use crate::counters::ReservedCounters;
 use crate::error::{Error, Result};
-use crate::range_allocator::{Carved, RangeAllocator};
+use crate::range_allocator::{Carved, FreePlace, RangeAllocator};
 use crate::report::{SegmentKind, SegmentReport};
 use crate::request::Request;
 use crate::stream::StreamId;
 use crate::stream_order::FreeTag;
-use crate::units::round_up_to;
+use crate::units::{MIN_BLOCK, align_up, round_up_to};
 
 /// Events a space keeps outstanding at most for epochs ended at frees ([`ChunkMap::end_epochs_at_frees`]).
 const MAX_PENDING_EPOCHS: usize = 64;
@@ -36,6 +39,15 @@ const MAX_RETIREMENTS: usize = 64;
 /// The most places a block is carved at to find one that touches no retiring chunk
 /// ([`VirtualSpace::away_from_retiring`]).
 const MAX_PLACES_TRIED: usize = 8;
+
+/// The free blocks looked at, at both ends of each, for the place of a block that would need chunks
+/// backed, with pages the space sizes itself ([`VirtualSpace::fewest_unbacked`]): enough to find mapped
+/// pages for most blocks, few enough to keep the search short (docs/BENCHMARKS.md).
+const FREE_BLOCKS_TRIED: usize = 16;
+
+/// The runs of mapped chunks inside a free block whose ends a block is tried at
+/// ([`VirtualSpace::fewest_unbacked`]).
+const MAPPED_RUNS_TRIED: usize = 8;
 
 /// One reserved address range, grown in place by mapping physical chunks where blocks land.
 ///
@@ -58,6 +70,8 @@ pub(super) struct VirtualSpace {
     alias_in_use: bool,
     /// [`DynamicConfig::avoid_retiring`].
     avoid_retiring: bool,
+    /// The page sizes of [`Paging::Adaptive`]; `None` for the device's pages.
+    pages: Option<PagePolicy>,
 }
 
 /// Chunks mapped ahead of need ([`VirtualSpace::plan_ahead`]): planned under the pool's lock, mapped by
@@ -98,16 +112,22 @@ impl ChunksAhead {
 impl VirtualSpace {
     /// Reserves the range (the cap times [`DynamicConfig::address_space_factor`], in chunks of
     /// `granularity` bytes) and maps its first `initial` bytes, a multiple of the granularity, which
-    /// `ranges` then sub-allocates. Nothing is left held on an error.
+    /// `ranges` then sub-allocates. With [`Paging::Adaptive`] the range is twice as large, and its upper
+    /// half goes to `carve_ranges`, for the blocks carved for a cache in front of the pool: kept apart from the
+    /// pool's own blocks, the blocks a cache holds never sit on the pages those need, and pages move
+    /// between the halves as any idle page does. Nothing is left held on an error.
     pub(super) fn open(
         device: &PoolDevice,
         config: &DynamicConfig,
         granularity: u64,
         initial: u64,
         ranges: &mut RangeAllocator<FreeTag>,
+        carve_ranges: &mut Option<RangeAllocator<FreeTag>>,
     ) -> Result<Self> {
         let backend = &*device.backend;
-        let size = round_up_to(device.configured.cap.saturating_mul(config.address_space_factor), granularity)
+        // With blocks carved for a cache kept apart, each half of the range is as large as a range otherwise.
+        let halves = if matches!(config.paging, Paging::Adaptive(_)) { 2 } else { 1 };
+        let size = round_up_to(device.configured.cap.saturating_mul(config.address_space_factor * halves), granularity)
             .unwrap_or(u64::MAX / 2);
         let base = backend.reserve_range(size)?;
         device.counters.count_call();
@@ -121,13 +141,26 @@ impl VirtualSpace {
             device.counters.add_reserved(initial);
             chunks.set_mapped(0..(initial / granularity) as usize, true);
         }
-        ranges.add_region(base, size);
+        let half = size / 2 / granularity * granularity;
+        match config.paging {
+            Paging::Adaptive(_) if half > 0 && half < size => {
+                ranges.add_region(base, half);
+                let mut carves = RangeAllocator::default();
+                carves.add_region(base + half, size - half);
+                *carve_ranges = Some(carves);
+            }
+            _ => ranges.add_region(base, size),
+        }
         Ok(VirtualSpace {
             chunks,
             reclaim_idle: config.reclaim_idle,
             wait_for_idle: config.wait_for_idle,
             alias_in_use: config.alias_in_use,
             avoid_retiring: config.avoid_retiring,
+            pages: match config.paging {
+                Paging::Device => None,
+                Paging::Adaptive(policy) => Some(policy),
+            },
         })
     }
 
@@ -162,29 +195,99 @@ impl VirtualSpace {
         device: &PoolDevice,
         drain_first: impl FnOnce() -> bool,
     ) -> Result<Backing> {
+        let carved = match self.pages {
+            Some(_) => self.fewest_unbacked(ranges, request, carved, device)?,
+            None => carved,
+        };
         let missing = self.chunks.use_span(carved.offset, carved.size);
         if missing.is_empty() {
             return Ok(Backing::Placed(carved));
         }
-        let (carved, missing) = self.away_from_retiring(ranges, request, carved, missing, device)?;
-        let need = chunk_count(&missing);
-        if need > self.chunks.idle_chunks() && !self.prefers_growth(pending, need, device) && drain_first() {
-            self.unplace(ranges, carved);
-            return Ok(Backing::DrainFirst);
+        let (carved, missing) = match self.pages {
+            Some(_) => (carved, missing),
+            None => self.away_from_retiring(ranges, request, carved, missing, device)?,
+        };
+        let block = self.chunks.chunks_of(carved.offset, carved.size);
+        let backed = if self.pages.is_some() {
+            ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
+                self.back_pages(pending, missing, block, device, drain_first)
+            })
+        } else {
+            let need = chunk_count(&missing);
+            if need > self.chunks.idle_chunks() && !self.prefers_growth(pending, need, device) && drain_first() {
+                Ok(Outcome::DrainFirst(u64::MAX))
+            } else {
+                ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
+                    self.back_chunks(pending, missing, device)
+                })
+                .map(|backed| if backed { Outcome::Backed } else { Outcome::Refused })
+            }
+        };
+        let outcome = match backed {
+            Ok(Outcome::Backed) => return Ok(Backing::Placed(carved)),
+            Ok(Outcome::Refused) => Ok(Backing::Refused),
+            Ok(Outcome::DrainFirst(bytes)) => Ok(Backing::DrainFirst(bytes)),
+            Err(err) => Err(err),
+        };
+        self.unplace(ranges, carved);
+        outcome
+    }
+
+    /// The place for a block carved at `carved` that would need chunks backed there, with pages the space
+    /// sizes itself: among the first [`FREE_BLOCKS_TRIED`] free blocks that hold it, at either end of each
+    /// and, in one at least twice the block's size, at either end of each of the first [`MAPPED_RUNS_TRIED`]
+    /// runs of mapped chunks inside it, the place that touches no retiring chunk and needs the fewest
+    /// chunks backed (the first found on a tie: the smaller free block, which keeps large free stretches
+    /// whole); the search ends at a place that needs none. `carved` itself where it needs none. Placing
+    /// blocks where pages are mapped already is what keeps idle pages from moving back and forth.
+    fn fewest_unbacked(
+        &mut self,
+        ranges: &mut RangeAllocator<FreeTag>,
+        request: Request,
+        carved: Carved<FreeTag>,
+        device: &PoolDevice,
+    ) -> Result<Carved<FreeTag>> {
+        let (unbacked, retiring) = self.chunks.unbacked_in(carved.offset, carved.size);
+        if unbacked == 0 {
+            return Ok(carved);
         }
-        let backed = ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
-            self.back_chunks(pending, missing, device)
-        });
-        match backed {
-            Ok(true) => Ok(Backing::Placed(carved)),
-            Ok(false) => {
-                self.unplace(ranges, carved);
-                Ok(Backing::Refused)
+        if retiring {
+            // Batches whose work has run are unmapped now, without waiting: their chunks are then unbacked.
+            self.unmap_retired(&[], device)?;
+        }
+        let (span, align) = (carved.size, request.align.max(MIN_BLOCK));
+        ranges.free(carved.node, carved.tag);
+        let mut best: Option<((bool, usize), FreePlace, u64)> = None;
+        let mut consider = |start: u64, place: FreePlace| {
+            let (unbacked, retiring) = self.chunks.unbacked_in(start, span);
+            let key = (retiring, unbacked);
+            if best.as_ref().is_none_or(|(best_key, ..)| key < *best_key) {
+                best = Some((key, place, start));
             }
-            Err(err) => {
-                self.unplace(ranges, carved);
-                Err(err)
+            key == (false, 0)
+        };
+        'places: for place in ranges.places(span, align, FREE_BLOCKS_TRIED) {
+            let first = align_up(place.offset, align).expect("the place fits the block");
+            let last = (place.offset + place.size - span) & !(align - 1);
+            if consider(first, place) || (last != first && consider(last, place)) {
+                break;
             }
+            // Inside a free block much larger than the request, the ends of its runs of mapped chunks.
+            if place.size >= 2 * span {
+                for run in self.chunks.mapped_within(place.offset, place.size, MAPPED_RUNS_TRIED) {
+                    let aligned = |at: u64| (at.clamp(first, last) & !(align - 1)).max(first);
+                    if consider(aligned(run.start), place) || consider(aligned(run.end.saturating_sub(span)), place) {
+                        break 'places;
+                    }
+                }
+            }
+        }
+        match best {
+            Some((_, place, start)) => Ok(ranges.carve_at(place, start, span)),
+            None => ranges.allocate(span, align).ok_or(Error::InvalidBackendCall {
+                call: "place",
+                reason: format!("a free block of {span} bytes was freed and then not found"),
+            }),
         }
     }
 
@@ -323,34 +426,215 @@ impl VirtualSpace {
         Ok(true)
     }
 
+    /// Backs the chunks of `missing`, of the block on the chunks `block`, with whole pages: idle pages moved
+    /// first (on one stream, those queued work may still use aliased), then new pages of the size the
+    /// space's [`PagePolicy`] gives, each at a multiple of its size, in as few device calls as their
+    /// batches allow. Where new memory is needed, `drain_first` is asked whether the pool would rather take
+    /// its cache's blocks back first. Whether the cap allows the new pages is decided before they are
+    /// mapped: a refusal leaves what moved in place, as does the device having no memory left.
+    fn back_pages(
+        &mut self,
+        pending: u64,
+        missing: Vec<Range<usize>>,
+        block: Range<usize>,
+        device: &PoolDevice,
+        drain_first: impl FnOnce() -> bool,
+    ) -> Result<Outcome> {
+        self.unmap_retired(&missing, device)?;
+        let mut short = Shortfall::new(block, missing);
+        if self.reclaim_idle && self.chunks.idle_chunks() > 0 {
+            let safe = self.safe_idle_pages(device)?;
+            self.move_pages(safe, &mut short, device)?;
+            if !short.missing.is_empty() && self.chunks.idle_chunks() > 0 {
+                if let Some(stream) = self.alias_stream(device) {
+                    let busy = self.chunks.idle_pages(usize::MAX, false);
+                    self.alias_pages(stream, busy, &mut short, device)?;
+                } else if self.wait_for_idle {
+                    let need = chunk_count(&short.missing).min(self.chunks.idle_chunks());
+                    ReservedCounters::timed(&device.counters.rare.wait_time_ns, || {
+                        self.wait_for_idle_chunks(need, device)
+                    })?;
+                    let safe = self.chunks.idle_pages(usize::MAX, true);
+                    self.move_pages(safe, &mut short, device)?;
+                }
+            }
+        }
+        let Shortfall { block, missing, claims } = short;
+        if missing.is_empty() {
+            return Ok(Outcome::Backed);
+        }
+        if drain_first() {
+            return Ok(Outcome::DrainFirst(self.chunks.bytes(chunk_count(&missing))));
+        }
+        let cap = device.policy().cap;
+        let granularity = self.chunks.granularity();
+        let mut pages = Vec::new();
+        for attempt in 0..2 {
+            let reserved = self.chunks.mapped_bytes() + pending;
+            let order = match attempt {
+                0 if device.backend.supports_large_pages() => {
+                    self.pages.map_or(0, |policy| policy.order(reserved, granularity))
+                }
+                _ => 0,
+            };
+            let mut trial = claims.clone();
+            pages = new_pages(&missing, order, &mut trial, |slot| self.chunks.slot_is_free(slot, &block));
+            let bytes = self.chunks.bytes(chunk_count(&pages));
+            if reserved.saturating_add(bytes) <= cap {
+                break;
+            }
+            // Idle pages the block could not use still count against the cap: unmapping them may make room.
+            let short = reserved + bytes - cap;
+            if attempt == 1 && self.chunks.bytes(self.chunks.idle_chunks()) >= short {
+                self.unmap_idle(device)?;
+                let mut trial = claims.clone();
+                pages = new_pages(&missing, 0, &mut trial, |slot| self.chunks.slot_is_free(slot, &block));
+                let reserved = self.chunks.mapped_bytes() + pending;
+                if reserved + self.chunks.bytes(chunk_count(&pages)) > cap {
+                    return Ok(Outcome::Refused);
+                }
+            } else if attempt == 1 {
+                return Ok(Outcome::Refused);
+            }
+        }
+        for batch in page_batches(&pages) {
+            let run = batch[0].start..batch[batch.len() - 1].end;
+            let (addr, bytes) = self.chunks.extent(&run);
+            let sizes: Vec<u64> = batch.iter().map(|page| self.chunks.bytes(page.len())).collect();
+            match device.call(|backend| backend.map_pages(addr, &sizes)) {
+                Ok(()) => {}
+                Err(err) if err.is_out_of_memory() => return Ok(Outcome::Refused),
+                Err(err) => return Err(err),
+            }
+            for page in batch {
+                self.chunks.set_mapped_pages(page.clone(), page.len().ilog2());
+            }
+            device.counters.add_reserved(bytes);
+        }
+        self.chunks.count_growth();
+        device.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
+        Ok(Outcome::Backed)
+    }
+
+    /// Moves the whole idle pages of `sources` (safe to move) under the chunks the block of `short` lacks
+    /// that they fit ([`cover`]), in batches; leaves in `short` what it still lacks.
+    fn move_pages(&mut self, sources: Vec<Range<usize>>, short: &mut Shortfall, device: &PoolDevice) -> Result<()> {
+        if sources.is_empty() {
+            return Ok(());
+        }
+        let moves = self.cover(sources, short);
+        let (moved, outcome) =
+            self.transfer_pages(&moves, device, |backend, from, to, bytes| backend.remap(from, to, bytes));
+        for from in &moved {
+            self.chunks.set_mapped(from.clone(), false);
+        }
+        device.counters.rare.chunks_moved.fetch_add(chunk_count(&moved) as u64, Ordering::Relaxed);
+        short.missing = self.chunks.unmapped_runs(short.block.clone());
+        outcome
+    }
+
+    /// Maps the whole idle pages of `sources`, which work queued on `stream` may still use, under the chunks
+    /// the block of `short` lacks that they fit as well ([`cover`]), and retires them from their old
+    /// addresses until an event recorded first on `stream` completes; leaves in `short` what it still lacks.
+    fn alias_pages(
+        &mut self,
+        stream: StreamId,
+        sources: Vec<Range<usize>>,
+        short: &mut Shortfall,
+        device: &PoolDevice,
+    ) -> Result<()> {
+        let moves = self.cover(sources, short);
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let event = device.backend.record_event(stream)?;
+        device.order.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
+        let (aliased, outcome) =
+            self.transfer_pages(&moves, device, |backend, from, to, bytes| backend.alias(from, to, bytes));
+        device.counters.rare.chunks_aliased.fetch_add(chunk_count(&aliased) as u64, Ordering::Relaxed);
+        if aliased.is_empty() {
+            device.backend.release_event(event);
+        } else {
+            self.chunks.retire(aliased, event);
+        }
+        short.missing = self.chunks.unmapped_runs(short.block.clone());
+        outcome
+    }
+
+    /// The slots the pages of `sources` take under what the block of `short` lacks ([`cover`]), claimed
+    /// there.
+    fn cover(&self, sources: Vec<Range<usize>>, short: &mut Shortfall) -> Vec<PageMove> {
+        let chunks = &self.chunks;
+        cover(sources, &short.missing, &mut short.claims, |slot| chunks.slot_is_free(slot, &short.block))
+    }
+
+    /// Gives the pages of `moves` to their slots, a device call (`transfer`: from, to, bytes) per batch,
+    /// and records them mapped there; returns the runs they came from (those the calls before a failure
+    /// gave), beside the failure's error if one stopped them.
+    fn transfer_pages(
+        &mut self,
+        moves: &[PageMove],
+        device: &PoolDevice,
+        transfer: impl Fn(&dyn Backend, u64, u64, u64) -> Result<()>,
+    ) -> (Vec<Range<usize>>, Result<()>) {
+        let mut done = Vec::new();
+        for batch in move_batches(moves) {
+            let from = batch[0].from.start..batch[batch.len() - 1].from.end;
+            let (source, bytes) = self.chunks.extent(&from);
+            let target = self.chunks.chunk_addr(batch[0].to);
+            if let Err(err) = device.call(|backend| transfer(backend, source, target, bytes)) {
+                return (done, Err(err));
+            }
+            let pages = self.chunks.pages_of(from.clone());
+            self.chunks.set_mapped_like(&pages, batch[0].to);
+            self.chunks.count_moved(from.len());
+            done.push(from);
+        }
+        (done, Ok(()))
+    }
+
     /// Rent or buy: whether to map new memory for `need` chunks rather than move idle ones. A move costs
     /// device calls each time a block lands where nothing is mapped; a growth costs memory once. Once the
     /// chunks moved since the last growth add up to what one growth step would add, the space grows (where
     /// the cap allows) instead of moving more, so a workload that keeps landing on unmapped addresses pays
     /// for at most one step of moves per step of growth, and stops paying once the pool is large enough.
     fn prefers_growth(&self, pending: u64, need: usize, device: &PoolDevice) -> bool {
+        if self.pages.is_some() {
+            return false;
+        }
         let reserved = self.chunks.mapped_bytes() + pending;
         let moved = self.chunks.bytes(self.chunks.moved_since_growth());
         device.policy().growth(reserved, self.chunks.bytes(need)).is_some_and(|step| moved >= step)
     }
 
-    /// Idle chunks that can be moved without waiting, at most `limit`: on one stream, those idle since an
-    /// epoch whose event has completed. An event is recorded now to end the current epoch, so that on an
-    /// idle device every idle chunk is safe at once. With several streams, none is (moves wait).
+    /// Idle chunks that can be moved without waiting, at most `limit` ([`VirtualSpace::settle_epochs`]).
     fn safe_idle_runs(&mut self, limit: usize, device: &PoolDevice) -> Result<Vec<Range<usize>>> {
+        Ok(if self.settle_epochs(device)? { self.chunks.safe_idle_runs(limit) } else { Vec::new() })
+    }
+
+    /// Whole idle pages that can be moved without waiting ([`VirtualSpace::settle_epochs`]), highest
+    /// addresses first.
+    fn safe_idle_pages(&mut self, device: &PoolDevice) -> Result<Vec<Range<usize>>> {
+        Ok(if self.settle_epochs(device)? { self.chunks.idle_pages(usize::MAX, true) } else { Vec::new() })
+    }
+
+    /// Makes safe the idle chunks known to be: on one stream, those idle since an epoch whose event has
+    /// completed. An event is recorded now to end the current epoch, so that on an idle device every idle
+    /// chunk is safe at once. False with several streams, where none is (moves wait).
+    fn settle_epochs(&mut self, device: &PoolDevice) -> Result<bool> {
         let order = &device.order;
         if order.is_multi_stream() {
-            return Ok(Vec::new());
+            return Ok(false);
         }
         if let Some(stream) = order.only_stream() {
             match device.backend.record_event(stream) {
                 Ok(event) => self.chunks.end_epoch(event),
                 // The stream cannot take an event: treat every recent chunk as still in use.
-                Err(_) => return Ok(self.chunks.safe_idle_runs(limit)),
+                Err(_) => return Ok(true),
             }
         }
         self.retire_complete_epochs(device)?;
-        Ok(self.chunks.safe_idle_runs(limit))
+        Ok(true)
     }
 
     /// Marks safe the chunks of every ended epoch whose event has completed, and gives those events back.
@@ -520,7 +804,7 @@ impl VirtualSpace {
     /// Unmaps every idle chunk (and every retiring one from its old address), after waiting for the device;
     /// returns the bytes given back.
     pub(super) fn unmap_idle(&mut self, device: &PoolDevice) -> Result<u64> {
-        let runs = self.chunks.idle_runs(usize::MAX);
+        let runs = runs_of(self.chunks.idle_pages(usize::MAX, false));
         if runs.is_empty() && self.chunks.retirements().is_empty() {
             return Ok(0);
         }
@@ -611,6 +895,30 @@ impl VirtualSpace {
         }
         let _ = backend.release_range(self.chunks.base(), self.chunks.size());
     }
+}
+
+/// What became of a backing with pages the space sizes itself ([`VirtualSpace::back_pages`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Every chunk of the block is backed.
+    Backed,
+    /// New memory is needed, this many bytes (`u64::MAX`: some), and the pool would rather take its cache's
+    /// blocks back first.
+    DrainFirst(u64),
+    /// The cap or the device refused the memory.
+    Refused,
+}
+
+/// Pages given highest first, as runs of pages that follow on, highest first.
+fn runs_of(pages: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for page in pages {
+        match runs.last_mut() {
+            Some(run) if run.start == page.end => run.start = page.start,
+            _ => runs.push(page),
+        }
+    }
+    runs
 }
 
 /// Pairs the chunks of `sources` with the runs of `missing` in order, in batches contiguous on both sides,

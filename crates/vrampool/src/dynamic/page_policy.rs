@@ -1,0 +1,62 @@
+//! How large the physical pages are that a virtual range maps as it grows, where the pool chooses them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::GIB;
+
+/// Pages sized from the memory the pool holds: each new page is the largest power-of-two multiple of the
+/// device's granularity that holds at most 1/[`PagePolicy::pages_per_pool`] of the bytes the pool holds,
+/// and at most [`PagePolicy::largest`].
+///
+/// A small pool maps the device's finest pages, so that rounding to pages and idle stretches of them cost
+/// little; a large one maps larger pages, so that the driver calls that map it stay about as few as those
+/// of a small one (one physical allocation per page, and a move, an unmap or an alias per page). The
+/// memory a page adds beyond a block's need is at most the share of the pool one page holds, and it is
+/// used by the blocks placed next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagePolicy {
+    /// A new page holds at most the pool's bytes divided by this, at least 1. Default: 256 (a page is at
+    /// most 0.4% of the pool): fewer, larger pages spend less time in the driver, and leave more memory idle
+    /// in pages that blocks still touch (docs/BENCHMARKS.md).
+    pub pages_per_pool: u64,
+    /// The largest page in bytes. Default: 1 GiB.
+    pub largest: u64,
+}
+
+impl Default for PagePolicy {
+    fn default() -> Self {
+        PagePolicy { pages_per_pool: 256, largest: GIB }
+    }
+}
+
+impl PagePolicy {
+    /// log2 of the granularity-sized chunks of a new page, with `reserved` bytes held, on a device of
+    /// `granularity` bytes: 0 (the granularity) for a pool smaller than [`PagePolicy::pages_per_pool`] pages
+    /// of the granularity.
+    pub fn order(&self, reserved: u64, granularity: u64) -> u32 {
+        let share = reserved / self.pages_per_pool.max(1);
+        let largest = self.largest.max(granularity);
+        let chunks = (share.min(largest) / granularity.max(1)).max(1);
+        chunks.ilog2()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::MIB;
+
+    #[test]
+    fn pages_grow_with_the_pool_by_powers_of_two_up_to_the_largest() {
+        let p = PagePolicy::default();
+        let g = 2 * MIB;
+        assert_eq!(p.order(0, g), 0);
+        assert_eq!(p.order(511 * MIB, g), 0, "under 256 pages of 2 MiB");
+        assert_eq!(p.order(1024 * MIB, g), 1, "4 MiB pages from 1 GiB");
+        assert_eq!(p.order(5 * GIB, g), 3, "20 MiB a page: 16 MiB");
+        assert_eq!(p.order(40 * GIB, g), 6, "160 MiB a page: 128 MiB");
+        assert_eq!(p.order(1 << 50, g), 9, "1 GiB at most");
+        let tiny = PagePolicy { pages_per_pool: 0, largest: 0 };
+        assert_eq!(tiny.order(1 << 40, g), 0, "a largest page under the granularity is the granularity");
+    }
+}
