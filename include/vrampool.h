@@ -18,11 +18,12 @@
  *
  * Config strings (the syntax of the `vrampool` command): comma-separated key=value, e.g.
  * "strategy=dynamic,initial_size=512MiB,growth_factor=1.5,cap=0.8"; keys: strategy (fixed, dynamic,
- * hybrid), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
+ * hybrid, adaptive), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
  * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use,
  * avoid_retiring, paging, classes, warmup, coverage, max_waste, waste_floor, cached_waste, max_classes,
  * max_class_size, headroom, watermark, deterministic, drain_before_growth. An unknown key or a bad value
- * is an error naming the key.
+ * is an error naming the key. The default, the adaptive pool, takes strategy, backend, cap,
+ * virtual_memory and deterministic; any other key is an error for it, saying what takes its place.
  *
  * Functions return a vrampool_status (0 for success) or NULL on failure; vrampool_last_error() says why
  * (per thread). Every function is thread-safe.
@@ -376,7 +377,7 @@ int vrampool_pool_visit(vrampool_pool *pool,
  * without error.
  *
  * The pool of each device is made on its first allocation from the config string in `VRAMPOOL_CONF`
- * (default: the hybrid pool on CUDA virtual memory); an invalid `VRAMPOOL_CONF` is reported once on
+ * (default: the adaptive pool on CUDA virtual memory); an invalid `VRAMPOOL_CONF` is reported once on
  * stderr, and then every allocation fails with that reason. Thread-safe.
  *
  * # Safety

@@ -133,8 +133,9 @@ pick_library() {
 # An entry `before` is the default with the library of .gpu/before/ (skipped where there is none).
 CHURN_PARTS=(
     ""
-    "cached_waste=0"
-    "max_class_size=8MiB,max_waste=0.5,coverage=1.0"
+    "strategy=hybrid"
+    "strategy=hybrid,cached_waste=0"
+    "strategy=hybrid,max_class_size=8MiB,max_waste=0.5,coverage=1.0"
     "strategy=dynamic"
     "strategy=fixed,block_size=8MiB,block_count=1100"
     before

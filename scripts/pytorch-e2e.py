@@ -23,7 +23,7 @@ allocator mode:
 
 Modes:
 
-  vrampool            vrampool.install() with the default config (the hybrid pool on CUDA virtual memory)
+  vrampool            vrampool.install() with the default config (the adaptive pool on CUDA virtual memory)
   vrampool-advised    vrampool.install(conf) with a config string given per workload (--advised ...)
   pytorch             PyTorch's default caching allocator
   expandable          PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True

@@ -14,7 +14,7 @@ or for one region of a program, at any time, with PyTorch's own allocator left i
 The library is the one installed with this package, else ``target/release/libvrampool_c.so`` of the repository this
 file lies in, or the path in ``VRAMPOOL_LIB``. The pool of each device is made at the device's first allocation, from
 the config string in ``VRAMPOOL_CONF`` (the syntax of the ``vrampool`` command, e.g.
-``strategy=dynamic,initial_size=1GiB``; default: the hybrid pool on CUDA virtual memory). The allocator PyTorch calls
+``strategy=dynamic,initial_size=1GiB``; default: the adaptive pool on CUDA virtual memory). The allocator PyTorch calls
 is C++ (``csrc/``), compiled against the installed PyTorch at its first use; PyTorch versions other than
 ``SUPPORTED_TORCH`` are refused with a clear error.
 """

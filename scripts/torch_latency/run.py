@@ -11,7 +11,7 @@ then times, on PyTorch's current stream of device 0:
 for `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` (PyTorch's caching allocator, left in
 place) and for vrampool: by default the same two calls on vrampool's PyTorch allocator (`vrampool.allocator()`,
 what PyTorch calls once vrampool is installed; --via torch), or `vrampool_torch_alloc`/`vrampool_torch_free` of the
-C ABI alone (--via abi); the pool is configured by VRAMPOOL_CONF, or --conf (default: the hybrid pool on CUDA
+C ABI alone (--via abi); the pool is configured by VRAMPOOL_CONF, or --conf (default: the adaptive pool on CUDA
 virtual memory). Each pattern runs in a process of its own, the two allocators' timed rounds taking turns (so that both are
 timed over the same stretch of the host's time), so that each meets the pattern fresh
 (vrampool's default pool learns its size classes from its first requests; one process for all patterns would

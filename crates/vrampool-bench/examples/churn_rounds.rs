@@ -5,7 +5,7 @@
 //! pool settles) shows apart from the pool's own work.
 //!
 //! `cargo run --release -p vrampool-bench --example churn_rounds -- [CONFIG] [ROUNDS]`, where CONFIG is a
-//! config string (default: the hybrid's defaults), ROUNDS the number of timed rounds (default 31).
+//! config string (default: the default pool, the adaptive pool), ROUNDS the number of timed rounds (default 31).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -35,7 +35,7 @@ pub const PRIVATE_INITIAL_SIZE: u64 = 2 * MIB;
 /// Segments, because a pool on virtual memory moves idle pages and so records and waits for events even on
 /// one stream, which a CUDA graph capture forbids.
 pub(crate) fn private_spec(spec: &PoolSpec) -> PoolSpec {
-    let device = if spec.strategy == Strategy::Hybrid { &spec.hybrid.dynamic } else { &spec.dynamic };
+    let device = spec.dynamic();
     let dynamic = DynamicConfig {
         initial_size: PRIVATE_INITIAL_SIZE,
         growth_factor: device.growth_factor,

@@ -5,7 +5,7 @@
 //! - **PyTorch's pluggable allocator**: [`vrampool_torch_alloc`] and [`vrampool_torch_free`], with the
 //!   signatures `torch.cuda.memory.CUDAPluggableAllocator(path, "vrampool_torch_alloc",
 //!   "vrampool_torch_free")` expects. One pool per device, made on the device's first allocation from
-//!   the config string in `VRAMPOOL_CONF` (the syntax of the `vrampool` command; default: the hybrid pool
+//!   the config string in `VRAMPOOL_CONF` (the syntax of the `vrampool` command; default: the adaptive pool
 //!   on CUDA virtual memory). [`vrampool_stats_json`], [`vrampool_device_pool_exists`],
 //!   [`vrampool_device_trim`] and [`vrampool_device_trim_all`] work on those pools.
 //! - **Pools a program makes itself**: [`vrampool_pool_create`] (a config string; `backend=host` or

@@ -52,7 +52,7 @@ fn note_failure(what: &str, err: &CapiError) {
 /// without error.
 ///
 /// The pool of each device is made on its first allocation from the config string in `VRAMPOOL_CONF`
-/// (default: the hybrid pool on CUDA virtual memory); an invalid `VRAMPOOL_CONF` is reported once on
+/// (default: the adaptive pool on CUDA virtual memory); an invalid `VRAMPOOL_CONF` is reported once on
 /// stderr, and then every allocation fails with that reason. Thread-safe.
 ///
 /// # Safety

@@ -86,9 +86,9 @@ pub struct CompareArgs {
 pub struct ReplayArgs {
     /// The trace.
     pub trace: PathBuf,
-    /// The strategy: fixed, dynamic or hybrid.
+    /// The strategy: fixed, dynamic, hybrid or adaptive (the default: vrampool's default pool).
     #[arg(long)]
-    pub strategy: String,
+    pub strategy: Option<String>,
     /// The rest of the config string, `key=value,...` (as in VRAMPOOL_CONF).
     #[arg(long, default_value = "")]
     pub config: String,

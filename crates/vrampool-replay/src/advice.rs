@@ -59,6 +59,8 @@ fn growth_factor(result: &ReplayResult) -> f64 {
             Strategy::Fixed => 1.0,
             Strategy::Dynamic => spec.dynamic.growth_factor,
             Strategy::Hybrid => spec.hybrid.dynamic.growth_factor,
+            // It maps memory only under blocks: it never grows past what they need.
+            Strategy::Adaptive => 1.0,
         },
         Err(_) => f64::INFINITY,
     }
@@ -80,7 +82,7 @@ pub struct Advice {
     pub trace: String,
     /// How configurations were ranked.
     pub objective: Objective,
-    /// The best configuration of each strategy, in the order fixed, dynamic, hybrid.
+    /// The best configuration of each strategy, in the order fixed, dynamic, hybrid, adaptive.
     pub strategies: Vec<StrategyAdvice>,
     /// The strategy recommended.
     pub recommended: Strategy,
@@ -217,7 +219,7 @@ mod tests {
         ]);
         let advice =
             advise(&one, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("one allocation is enough");
-        assert_eq!(advice.strategies.len(), 3);
+        assert_eq!(advice.strategies.len(), 4);
     }
 
     /// Configurations whose utilizations print the same rank by growth factor before driver time: a smaller

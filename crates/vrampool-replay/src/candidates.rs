@@ -31,7 +31,8 @@ const BLOCK_PERCENTILES: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 ///   idle pages reclaimed (waiting for those still in use, or not) or not, on virtual memory;
 /// - hybrid: pages of 2, 8 or 32 MiB × rounding waste 3% or 12.5% × coverage 0.8 or 0.95 × warm-up 1024 or
 ///   4096 requests × region growth factor 1.01 to 1.1 × the classes' free blocks given back before each
-///   growth or only when a growth is refused (watermark 0.8, the region waiting for idle pages).
+///   growth or only when a growth is refused (watermark 0.8, the region waiting for idle pages);
+/// - adaptive: its one configuration, the default (it has nothing to sweep).
 pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<PoolSpec> {
     let profile = SizeProfile::of(plan);
     let mut specs = Vec::new();
@@ -66,6 +67,7 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
                 }
             }
         }
+        Strategy::Adaptive => specs.push(PoolSpec { strategy, ..PoolSpec::default() }),
         Strategy::Hybrid => {
             for page in PAGE_SIZES {
                 for max_rounding_waste in MAX_WASTES {
@@ -95,6 +97,7 @@ pub fn candidates(strategy: Strategy, plan: &ReplayPlan, capacity: u64) -> Vec<P
     for spec in &mut specs {
         spec.dynamic.cap = Cap::Fraction(0.8);
         spec.hybrid.dynamic.cap = Cap::Fraction(0.8);
+        spec.adaptive.cap = Cap::Fraction(0.8);
     }
     specs
 }
@@ -118,6 +121,7 @@ mod tests {
                 );
             }
         }
+        assert_eq!(candidates(Strategy::Adaptive, &ReplayPlan::default(), 141 << 30), vec![PoolSpec::default()]);
         let default_largest = HybridConfig::default().max_class_size;
         assert!(specs.iter().all(|s| s.hybrid.max_class_size == default_largest));
         assert!(specs.iter().all(|s| s.hybrid.dynamic.cap == Cap::Fraction(0.8)));

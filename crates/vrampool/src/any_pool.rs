@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::adaptive::AdaptivePool;
 use crate::backend::Backend;
 use crate::counters::PoolStats;
 use crate::dynamic::DynamicPool;
@@ -12,7 +13,7 @@ use crate::pool::{Allocation, Pool};
 use crate::report::{PoolReport, ReportLimit};
 use crate::stream::StreamId;
 
-/// One of the three strategies, chosen at run time ([`crate::PoolSpec::build_any`]).
+/// One of the strategies, chosen at run time ([`crate::PoolSpec::build_any`]).
 ///
 /// It is a [`Pool`] like `Arc<dyn Pool>`, but its calls go to the strategy through a `match`, which the
 /// compiler can inline into the caller. vrampool's C ABI holds its pools so, for the instructions that saves
@@ -29,6 +30,8 @@ pub enum AnyPool {
     Dynamic(DynamicPool),
     /// A [`HybridPool`].
     Hybrid(HybridPool),
+    /// An [`AdaptivePool`].
+    Adaptive(AdaptivePool),
 }
 
 impl Pool for AnyPool {
@@ -37,6 +40,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.strategy(),
             AnyPool::Dynamic(pool) => pool.strategy(),
             AnyPool::Hybrid(pool) => pool.strategy(),
+            AnyPool::Adaptive(pool) => pool.strategy(),
         }
     }
 
@@ -45,6 +49,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.backend(),
             AnyPool::Dynamic(pool) => pool.backend(),
             AnyPool::Hybrid(pool) => pool.backend(),
+            AnyPool::Adaptive(pool) => pool.backend(),
         }
     }
 
@@ -54,6 +59,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.allocate(size, alignment, stream),
             AnyPool::Dynamic(pool) => pool.allocate(size, alignment, stream),
             AnyPool::Hybrid(pool) => pool.allocate(size, alignment, stream),
+            AnyPool::Adaptive(pool) => pool.allocate(size, alignment, stream),
         }
     }
 
@@ -63,6 +69,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.free(addr),
             AnyPool::Dynamic(pool) => pool.free(addr),
             AnyPool::Hybrid(pool) => pool.free(addr),
+            AnyPool::Adaptive(pool) => pool.free(addr),
         }
     }
 
@@ -71,6 +78,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.set_limit(bytes),
             AnyPool::Dynamic(pool) => pool.set_limit(bytes),
             AnyPool::Hybrid(pool) => pool.set_limit(bytes),
+            AnyPool::Adaptive(pool) => pool.set_limit(bytes),
         }
     }
 
@@ -79,6 +87,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.reset_peaks(),
             AnyPool::Dynamic(pool) => pool.reset_peaks(),
             AnyPool::Hybrid(pool) => pool.reset_peaks(),
+            AnyPool::Adaptive(pool) => pool.reset_peaks(),
         }
     }
 
@@ -87,6 +96,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.stats(),
             AnyPool::Dynamic(pool) => pool.stats(),
             AnyPool::Hybrid(pool) => pool.stats(),
+            AnyPool::Adaptive(pool) => pool.stats(),
         }
     }
 
@@ -95,6 +105,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.report_within(limit),
             AnyPool::Dynamic(pool) => pool.report_within(limit),
             AnyPool::Hybrid(pool) => pool.report_within(limit),
+            AnyPool::Adaptive(pool) => pool.report_within(limit),
         }
     }
 
@@ -103,6 +114,7 @@ impl Pool for AnyPool {
             AnyPool::Fixed(pool) => pool.trim(),
             AnyPool::Dynamic(pool) => pool.trim(),
             AnyPool::Hybrid(pool) => pool.trim(),
+            AnyPool::Adaptive(pool) => pool.trim(),
         }
     }
 }

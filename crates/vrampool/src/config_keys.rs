@@ -27,13 +27,24 @@ pub enum KeyScope {
 }
 
 impl KeyScope {
-    /// Whether a key of this scope matters for a pool of `strategy`.
+    /// Whether a key of this scope matters for a pool of `strategy`, other than the adaptive pool (whose
+    /// keys [`ConfigKey::in_adaptive`] names).
     pub fn applies_to(self, strategy: Strategy) -> bool {
         match self {
             KeyScope::Any => true,
             KeyScope::Fixed => strategy == Strategy::Fixed,
-            KeyScope::Dynamic => strategy != Strategy::Fixed,
+            KeyScope::Dynamic => matches!(strategy, Strategy::Dynamic | Strategy::Hybrid),
             KeyScope::Hybrid => strategy == Strategy::Hybrid,
+        }
+    }
+
+    /// The strategy whose default pool gives the key's default in the reference.
+    fn reference_strategy(self) -> Strategy {
+        match self {
+            KeyScope::Any => Strategy::default(),
+            KeyScope::Fixed => Strategy::Fixed,
+            KeyScope::Dynamic => Strategy::Dynamic,
+            KeyScope::Hybrid => Strategy::Hybrid,
         }
     }
 
@@ -63,6 +74,9 @@ pub struct ConfigKey {
     /// The configuration field it sets, where that is named otherwise: validation errors name the field,
     /// and are reported with the key instead.
     field: Option<&'static str>,
+    /// Where the key does not apply to the adaptive pool (the default): what takes its place there. A config
+    /// string that sets it for the adaptive pool is refused with this ([`ConfigKey::refuse_in_adaptive`]).
+    replaced_in_adaptive: Option<&'static str>,
     /// Sets the key's field (every field it sets, for a dynamic key) from its value.
     set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
     /// The key's value in a spec, as a config string writes it; `None` where the spec has none.
@@ -78,7 +92,35 @@ impl ConfigKey {
         set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
         get: fn(&PoolSpec) -> Option<String>,
     ) -> Self {
-        ConfigKey { name, scope, values, unset: "", field: None, set, get }
+        ConfigKey { name, scope, values, unset: "", field: None, replaced_in_adaptive: None, set, get }
+    }
+
+    /// The key, which does not apply to the adaptive pool: `replaced_by` says what takes its place there.
+    const fn replaced_in_adaptive(mut self, replaced_by: &'static str) -> Self {
+        self.replaced_in_adaptive = Some(replaced_by);
+        self
+    }
+
+    /// Whether the key matters for a pool of `strategy`.
+    pub fn applies_to(&self, strategy: Strategy) -> bool {
+        match strategy {
+            Strategy::Adaptive => self.replaced_in_adaptive.is_none(),
+            _ => self.scope.applies_to(strategy),
+        }
+    }
+
+    /// What the reference says of the key in the adaptive pool (the default): that it applies, or what
+    /// takes its place.
+    pub fn in_adaptive(&self) -> &'static str {
+        self.replaced_in_adaptive.unwrap_or("applies")
+    }
+
+    /// The error for a config string that sets the key for the adaptive pool, where it does not apply; `None`
+    /// where it does.
+    pub(crate) fn refuse_in_adaptive(&self) -> Option<Error> {
+        self.replaced_in_adaptive.map(|replaced_by| {
+            bad(self.name, format!("does not apply to the adaptive pool (the default): {replaced_by}"))
+        })
     }
 
     /// The key, reported in errors in place of the configuration field `field`.
@@ -103,8 +145,9 @@ impl ConfigKey {
         (self.get)(spec)
     }
 
-    /// The key's default as the reference gives it: the default pool's value (with the hybrid's region's
-    /// where that differs, for a dynamic key), or what stands for it where there is none.
+    /// The key's default as the reference gives it: the value in the default pool of the strategies it sets
+    /// (with the hybrid's region's where that differs, for a dynamic key), or what stands for it where there
+    /// is none.
     pub fn default_text(&self) -> String {
         let value =
             |strategy| self.get(&PoolSpec { strategy, ..PoolSpec::default() }).filter(|v| !v.is_empty()).map(code);
@@ -115,7 +158,7 @@ impl ConfigKey {
                 return format!("{pool} (the hybrid's region: {region})");
             }
         }
-        value(Strategy::default()).unwrap_or_else(|| self.unset.to_string())
+        value(self.scope.reference_strategy()).unwrap_or_else(|| self.unset.to_string())
     }
 }
 
@@ -124,12 +167,28 @@ fn code(value: String) -> String {
     format!("`{value}`")
 }
 
+/// What replaces the keys of the dynamic pool's growth in the adaptive pool.
+const GROWS_BY_PAGES: &str = "it maps memory only under blocks, a page at a time, after moving idle pages there \
+     (name strategy=dynamic or strategy=hybrid to choose how a pool grows)";
+
+/// What replaces the keys of the idle pages' moves in the adaptive pool.
+const ALWAYS_MOVES: &str = "it always moves idle pages before it maps new memory, aliasing those queued work \
+     still uses on one stream, waiting for them on several, and places blocks away from addresses still \
+     retiring (name strategy=dynamic or strategy=hybrid to choose)";
+
+/// What replaces the keys of the hybrid's classes in the adaptive pool.
+const LEARNS_CLASSES: &str = "it learns its classes as the hybrid does by default, and gives their free blocks \
+     back before its region maps new memory (name strategy=hybrid to choose)";
+
+/// What replaces the fixed pool's keys in the adaptive pool.
+const FIXED_ONLY: &str = "it sets the fixed pool (name strategy=fixed)";
+
 /// Every key of the config strings, in the order strings are printed and the reference lists them.
 pub const CONFIG_KEYS: &[ConfigKey] = &[
     ConfigKey::new(
         "strategy",
         KeyScope::Any,
-        "`fixed`, `dynamic`, `hybrid`",
+        "`fixed`, `dynamic`, `hybrid`, `adaptive`",
         |spec, v| v.text.parse().map(|value| spec.strategy = value),
         |spec| Some(spec.strategy.name().to_string()),
     ),
@@ -165,21 +224,27 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         },
         |spec| spec.page_size.map(format_bytes),
     )
-    .unset("the front end's: `16MiB` in the C ABI, the device's granularity in replays"),
+    .replaced_in_adaptive(
+        "it sizes its pages itself, from the device's granularity up to 1/256 of the memory it holds (name \
+         strategy=dynamic or strategy=hybrid to map pages of one size)",
+    )
+    .unset("the device's granularity"),
     ConfigKey::new(
         "block_size",
         KeyScope::Fixed,
         "bytes",
         |spec, v| v.bytes().map(|value| spec.fixed.block_size = value),
         |spec| Some(format_bytes(spec.fixed.block_size)),
-    ),
+    )
+    .replaced_in_adaptive(FIXED_ONLY),
     ConfigKey::new(
         "block_count",
         KeyScope::Fixed,
         "a count",
         |spec, v| v.number().map(|value| spec.fixed.block_count = value),
         |spec| Some(spec.fixed.block_count.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(FIXED_ONLY),
     ConfigKey::new(
         "fallback",
         KeyScope::Fixed,
@@ -193,26 +258,33 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Ok(())
         },
         |spec| Some(if spec.fixed.fallback == Fallback::Reject { "reject" } else { "backend" }.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(FIXED_ONLY),
     ConfigKey::new(
         "initial_size",
         KeyScope::Dynamic,
         "bytes",
         |spec, v| set_dynamic(spec, v.bytes()?, |d, size| d.initial_size = size),
         |spec| Some(format_bytes(spec.dynamic().initial_size)),
-    ),
+    )
+    .replaced_in_adaptive(GROWS_BY_PAGES),
     ConfigKey::new(
         "growth_factor",
         KeyScope::Dynamic,
         "a number above 1",
         |spec, v| set_dynamic(spec, v.number()?, |d, factor| d.growth_factor = factor),
         |spec| Some(spec.dynamic().growth_factor.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(GROWS_BY_PAGES),
     ConfigKey::new(
         "cap",
         KeyScope::Dynamic,
         "a fraction of the device in (0, 1] (`0.8`) or a size (`80GiB`)",
-        |spec, v| set_dynamic(spec, v.cap()?, |d, cap| d.cap = cap),
+        |spec, v| {
+            let cap = v.cap()?;
+            spec.adaptive.cap = cap;
+            set_dynamic(spec, cap, |d, cap| d.cap = cap)
+        },
         |spec| {
             Some(match spec.dynamic().cap {
                 Cap::Fraction(fraction) => fraction.to_string(),
@@ -232,6 +304,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
                 "off" => VirtualMemory::Off,
                 _ => return Err(v.bad(format!("`{}` is not auto or off", v.shown()))),
             };
+            spec.adaptive.virtual_memory = virtual_memory;
             set_dynamic(spec, virtual_memory, |d, vm| d.virtual_memory = vm)
         },
         |spec| Some(if spec.dynamic().virtual_memory == VirtualMemory::Off { "off" } else { "auto" }.to_string()),
@@ -242,28 +315,32 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "`true` or `false`",
         |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.reclaim_idle = on),
         |spec| Some(spec.dynamic().reclaim_idle.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(ALWAYS_MOVES),
     ConfigKey::new(
         "wait_for_idle",
         KeyScope::Dynamic,
         "`true` or `false`",
         |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.wait_for_idle = on),
         |spec| Some(spec.dynamic().wait_for_idle.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(ALWAYS_MOVES),
     ConfigKey::new(
         "alias_in_use",
         KeyScope::Dynamic,
         "`true` or `false`",
         |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.alias_in_use = on),
         |spec| Some(spec.dynamic().alias_in_use.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(ALWAYS_MOVES),
     ConfigKey::new(
         "avoid_retiring",
         KeyScope::Dynamic,
         "`true` or `false`",
         |spec, v| set_dynamic(spec, v.boolean()?, |d, on| d.avoid_retiring = on),
         |spec| Some(spec.dynamic().avoid_retiring.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(ALWAYS_MOVES),
     ConfigKey::new(
         "paging",
         KeyScope::Dynamic,
@@ -279,7 +356,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             set_dynamic(spec, paging, |d, paging| d.paging = paging)
         },
         |spec| Some(if spec.dynamic().paging == Paging::Device { "device" } else { "adaptive" }.to_string()),
-    ),
+    )
+    .replaced_in_adaptive("its pages are always adaptive (name strategy=dynamic or strategy=hybrid to choose)"),
     ConfigKey::new(
         "classes",
         KeyScope::Hybrid,
@@ -308,6 +386,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Some(classes.join("+"))
         },
     )
+    .replaced_in_adaptive(LEARNS_CLASSES)
     .unset("learned"),
     ConfigKey::new(
         "warmup",
@@ -315,14 +394,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "requests",
         |spec, v| v.number().map(|value| spec.hybrid.warmup_requests = value),
         |spec| Some(spec.hybrid.warmup_requests.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
     ConfigKey::new(
         "coverage",
         KeyScope::Hybrid,
         "a fraction of requests",
         |spec, v| v.number().map(|value| spec.hybrid.coverage = value),
         |spec| Some(spec.hybrid.coverage.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
     ConfigKey::new(
         "max_waste",
         KeyScope::Hybrid,
@@ -330,6 +411,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.max_rounding_waste = value),
         |spec| Some(spec.hybrid.max_rounding_waste.to_string()),
     )
+    .replaced_in_adaptive(LEARNS_CLASSES)
     .naming("max_rounding_waste"),
     ConfigKey::new(
         "waste_floor",
@@ -337,7 +419,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "bytes",
         |spec, v| v.bytes().map(|value| spec.hybrid.waste_floor = value),
         |spec| Some(format_bytes(spec.hybrid.waste_floor)),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
     ConfigKey::new(
         "cached_waste",
         KeyScope::Hybrid,
@@ -345,6 +428,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.max_cached_waste = value),
         |spec| Some(spec.hybrid.max_cached_waste.to_string()),
     )
+    .replaced_in_adaptive(LEARNS_CLASSES)
     .naming("max_cached_waste"),
     ConfigKey::new(
         "max_classes",
@@ -352,14 +436,16 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "a count",
         |spec, v| v.number().map(|value| spec.hybrid.max_classes = value),
         |spec| Some(spec.hybrid.max_classes.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
     ConfigKey::new(
         "max_class_size",
         KeyScope::Hybrid,
         "bytes",
         |spec, v| v.bytes().map(|value| spec.hybrid.max_class_size = value),
         |spec| Some(format_bytes(spec.hybrid.max_class_size)),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
     ConfigKey::new(
         "headroom",
         KeyScope::Hybrid,
@@ -367,6 +453,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.slab_headroom = value),
         |spec| Some(spec.hybrid.slab_headroom.to_string()),
     )
+    .replaced_in_adaptive(LEARNS_CLASSES)
     .naming("slab_headroom"),
     ConfigKey::new(
         "watermark",
@@ -374,13 +461,25 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "a fraction of the class blocks in use",
         |spec, v| v.number().map(|value| spec.hybrid.watermark = value),
         |spec| Some(spec.hybrid.watermark.to_string()),
-    ),
+    )
+    .replaced_in_adaptive("it never grows ahead of need (name strategy=hybrid for a watermark)"),
     ConfigKey::new(
         "deterministic",
         KeyScope::Hybrid,
         "`true` or `false`",
-        |spec, v| v.boolean().map(|value| spec.hybrid.deterministic = value),
-        |spec| Some(spec.hybrid.deterministic.to_string()),
+        |spec, v| {
+            let deterministic = v.boolean()?;
+            spec.hybrid.deterministic = deterministic;
+            spec.adaptive.deterministic = deterministic;
+            Ok(())
+        },
+        |spec| {
+            let deterministic = match spec.strategy {
+                Strategy::Adaptive => spec.adaptive.deterministic,
+                _ => spec.hybrid.deterministic,
+            };
+            Some(deterministic.to_string())
+        },
     ),
     ConfigKey::new(
         "drain_before_growth",
@@ -388,7 +487,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "`true` or `false`",
         |spec, v| v.boolean().map(|value| spec.hybrid.drain_before_growth = value),
         |spec| Some(spec.hybrid.drain_before_growth.to_string()),
-    ),
+    )
+    .replaced_in_adaptive(LEARNS_CLASSES),
 ];
 
 /// The key named `name`.
@@ -491,9 +591,18 @@ mod tests {
     /// The reference table of the keys, as the documentation at the top of `pool_spec.rs` shows it: a row per
     /// key, its scope, values and default.
     fn reference_table() -> String {
-        let mut table = String::from("| key | sets | values | default |\n| --- | --- | --- | --- |\n");
+        let mut table = String::from(
+            "| key | sets | values | default | in the adaptive pool (the default) |\n| --- | --- | --- | --- | --- |\n",
+        );
         for key in CONFIG_KEYS {
-            table += &format!("| `{}` | {} | {} | {} |\n", key.name, key.scope.name(), key.values, key.default_text());
+            table += &format!(
+                "| `{}` | {} | {} | {} | {} |\n",
+                key.name,
+                key.scope.name(),
+                key.values,
+                key.default_text(),
+                key.in_adaptive()
+            );
         }
         table
     }
@@ -526,11 +635,13 @@ mod tests {
     #[test]
     fn defaults_read_from_the_default_pools() {
         let default = |name| find(name).unwrap().default_text();
-        assert_eq!(default("strategy"), "`hybrid`");
+        assert_eq!(default("strategy"), "`adaptive`");
         assert_eq!(default("initial_size"), "`256MiB`");
         assert_eq!(default("growth_factor"), "`1.5` (the hybrid's region: `1.01`)");
         assert_eq!(default("classes"), "learned");
         assert_eq!(default("backend"), "the front end's");
-        assert!(default("page_size").starts_with("the front end's"));
+        assert_eq!(default("page_size"), "the device's granularity");
+        assert_eq!(default("coverage"), "`0.9`");
+        assert_eq!(default("block_size"), "`4MiB`");
     }
 }

@@ -7,7 +7,9 @@
 //! - [`DynamicPool`]: starts small, grows on demand by a growth factor up to a cap, sub-allocates with an
 //!   O(1) range allocator, and on a device with virtual memory grows in place;
 //! - [`HybridPool`]: a core of size classes (learned during warm-up or given) for the common requests, a
-//!   dynamic region for the rest, and a watermark that grows the region ahead of need.
+//!   dynamic region for the rest, and a watermark that grows the region ahead of need;
+//! - [`AdaptivePool`], the default: the hybrid's classes over a region that sizes its own pages, places
+//!   blocks where the fewest pages are missing and moves idle pages before it grows, with nothing to tune.
 //!
 //! Every pool implements [`Pool`] over a [`Backend`]: [`SimDevice`] (no memory, a cost model, fault
 //! injection), [`HostMemory`] (real host bytes for tests), or the CUDA backends of `vrampool-cuda`.
@@ -24,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod adaptive;
 mod any_pool;
 mod backend;
 mod block_stack;
@@ -53,6 +56,7 @@ mod sync;
 mod thread_slot;
 mod units;
 
+pub use adaptive::{AdaptiveConfig, AdaptivePool};
 pub use any_pool::AnyPool;
 pub use backend::{
     Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HOST_ADDRESS_SPACE, HostMemory,

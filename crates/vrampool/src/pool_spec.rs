@@ -1,47 +1,51 @@
 //! A pool described by one string, the same everywhere: the command line, the environment variable of the
-//! PyTorch library, the C API. `strategy=hybrid,coverage=0.9,watermark=0.8,initial_size=512MiB`.
+//! PyTorch library, the C API. `strategy=hybrid,coverage=0.9,watermark=0.8,initial_size=512MiB`; the empty
+//! string is the default, the adaptive pool, whose every choice within its cap adapts to the workload.
 //!
 //! Keys (all optional, each given once; unknown keys, bad values and a key given twice are errors naming the
-//! key), from [`CONFIG_KEYS`]:
+//! key, and so is a key the adaptive pool has no use for, in a string that makes one, with what takes its
+//! place there), from
+//! [`CONFIG_KEYS`]:
 //!
-//! | key | sets | values | default |
-//! | --- | --- | --- | --- |
-//! | `strategy` | any pool | `fixed`, `dynamic`, `hybrid` | `hybrid` |
-//! | `backend` | any pool | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's |
-//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the front end's: `16MiB` in the C ABI, the device's granularity in replays |
-//! | `block_size` | fixed pool | bytes | `4MiB` |
-//! | `block_count` | fixed pool | a count | `2048` |
-//! | `fallback` | fixed pool | `backend` or `reject` | `backend` |
-//! | `initial_size` | dynamic pool, hybrid's region | bytes | `256MiB` |
-//! | `growth_factor` | dynamic pool, hybrid's region | a number above 1 | `1.5` (the hybrid's region: `1.01`) |
-//! | `cap` | dynamic pool, hybrid's region | a fraction of the device in (0, 1] (`0.8`) or a size (`80GiB`) | `0.8` |
-//! | `virtual_memory` | dynamic pool, hybrid's region | `auto` or `off` | `auto` |
-//! | `reclaim_idle` | dynamic pool, hybrid's region | `true` or `false` | `true` |
-//! | `wait_for_idle` | dynamic pool, hybrid's region | `true` or `false` | `false` (the hybrid's region: `true`) |
-//! | `alias_in_use` | dynamic pool, hybrid's region | `true` or `false` | `true` |
-//! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` |
-//! | `paging` | dynamic pool, hybrid's region | virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages moved before any new memory) | `device` |
-//! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned |
-//! | `warmup` | hybrid pool | requests | `1024` |
-//! | `coverage` | hybrid pool | a fraction of requests | `0.9` |
-//! | `max_waste` | hybrid pool | a fraction of a block | `0.1` |
-//! | `waste_floor` | hybrid pool | bytes | `16KiB` |
-//! | `cached_waste` | hybrid pool | a fraction of a block | `0.5` |
-//! | `max_classes` | hybrid pool | a count | `128` |
-//! | `max_class_size` | hybrid pool | bytes | `4MiB` |
-//! | `headroom` | hybrid pool | a multiple of the blocks seen live, 1 or more | `2` |
-//! | `watermark` | hybrid pool | a fraction of the class blocks in use | `0.8` |
-//! | `deterministic` | hybrid pool | `true` or `false` | `false` |
-//! | `drain_before_growth` | hybrid pool | `true` or `false` | `false` |
+//! | key | sets | values | default | in the adaptive pool (the default) |
+//! | --- | --- | --- | --- | --- |
+//! | `strategy` | any pool | `fixed`, `dynamic`, `hybrid`, `adaptive` | `adaptive` | applies |
+//! | `backend` | any pool | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's | applies |
+//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the device's granularity | it sizes its pages itself, from the device's granularity up to 1/256 of the memory it holds (name strategy=dynamic or strategy=hybrid to map pages of one size) |
+//! | `block_size` | fixed pool | bytes | `4MiB` | it sets the fixed pool (name strategy=fixed) |
+//! | `block_count` | fixed pool | a count | `2048` | it sets the fixed pool (name strategy=fixed) |
+//! | `fallback` | fixed pool | `backend` or `reject` | `backend` | it sets the fixed pool (name strategy=fixed) |
+//! | `initial_size` | dynamic pool, hybrid's region | bytes | `256MiB` | it maps memory only under blocks, a page at a time, after moving idle pages there (name strategy=dynamic or strategy=hybrid to choose how a pool grows) |
+//! | `growth_factor` | dynamic pool, hybrid's region | a number above 1 | `1.5` (the hybrid's region: `1.01`) | it maps memory only under blocks, a page at a time, after moving idle pages there (name strategy=dynamic or strategy=hybrid to choose how a pool grows) |
+//! | `cap` | dynamic pool, hybrid's region | a fraction of the device in (0, 1] (`0.8`) or a size (`80GiB`) | `0.8` | applies |
+//! | `virtual_memory` | dynamic pool, hybrid's region | `auto` or `off` | `auto` | applies |
+//! | `reclaim_idle` | dynamic pool, hybrid's region | `true` or `false` | `true` | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, waiting for them on several, and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `wait_for_idle` | dynamic pool, hybrid's region | `true` or `false` | `false` (the hybrid's region: `true`) | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, waiting for them on several, and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `alias_in_use` | dynamic pool, hybrid's region | `true` or `false` | `true` | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, waiting for them on several, and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, waiting for them on several, and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `paging` | dynamic pool, hybrid's region | virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages moved before any new memory) | `device` | its pages are always adaptive (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `warmup` | hybrid pool | requests | `1024` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `coverage` | hybrid pool | a fraction of requests | `0.9` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `max_waste` | hybrid pool | a fraction of a block | `0.1` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `waste_floor` | hybrid pool | bytes | `16KiB` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `cached_waste` | hybrid pool | a fraction of a block | `0.5` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `max_classes` | hybrid pool | a count | `128` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `max_class_size` | hybrid pool | bytes | `4MiB` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `headroom` | hybrid pool | a multiple of the blocks seen live, 1 or more | `2` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `watermark` | hybrid pool | a fraction of the class blocks in use | `0.8` | it never grows ahead of need (name strategy=hybrid for a watermark) |
+//! | `deterministic` | hybrid pool | `true` or `false` | `false` | applies |
+//! | `drain_before_growth` | hybrid pool | `true` or `false` | `false` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
 use std::fmt;
 use std::sync::Arc;
 
+use crate::adaptive::{AdaptiveConfig, AdaptivePool};
 use crate::any_pool::AnyPool;
 use crate::backend::Backend;
-use crate::config_keys::{CONFIG_KEYS, KeyScope, bad, find, key_of_field};
+use crate::config_keys::{CONFIG_KEYS, ConfigKey, KeyScope, bad, find, key_of_field};
 use crate::dynamic::{DynamicConfig, DynamicPool};
 use crate::error::{Error, Result};
 use crate::excerpt::excerpt;
@@ -57,21 +61,28 @@ pub enum Strategy {
     Fixed,
     /// [`DynamicPool`].
     Dynamic,
-    /// [`HybridPool`] (the default).
-    #[default]
+    /// [`HybridPool`].
     Hybrid,
+    /// [`AdaptivePool`] (the default).
+    #[default]
+    Adaptive,
 }
 
 impl Strategy {
     /// All strategies, in the order reports list them.
-    pub const ALL: [Strategy; 3] = [Strategy::Fixed, Strategy::Dynamic, Strategy::Hybrid];
+    pub const ALL: [Strategy; 4] = [Strategy::Fixed, Strategy::Dynamic, Strategy::Hybrid, Strategy::Adaptive];
 
-    /// The strategy's name: `fixed`, `dynamic`, `hybrid`.
+    /// The strategies whose parameters a user tunes, which `advise` sweeps: all but the adaptive pool,
+    /// which has none to sweep.
+    pub const TUNABLE: [Strategy; 3] = [Strategy::Fixed, Strategy::Dynamic, Strategy::Hybrid];
+
+    /// The strategy's name: `fixed`, `dynamic`, `hybrid`, `adaptive`.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Fixed => "fixed",
             Strategy::Dynamic => "dynamic",
             Strategy::Hybrid => "hybrid",
+            Strategy::Adaptive => "adaptive",
         }
     }
 }
@@ -82,7 +93,7 @@ impl std::str::FromStr for Strategy {
         Strategy::ALL
             .into_iter()
             .find(|st| st.name() == s)
-            .ok_or_else(|| bad("strategy", format!("`{}` is not one of fixed, dynamic, hybrid", excerpt(s))))
+            .ok_or_else(|| bad("strategy", format!("`{}` is not one of fixed, dynamic, hybrid, adaptive", excerpt(s))))
     }
 }
 
@@ -127,25 +138,33 @@ pub struct PoolSpec {
     pub dynamic: DynamicConfig,
     /// The hybrid's configuration, its region's included.
     pub hybrid: HybridConfig,
+    /// The adaptive pool's configuration.
+    pub adaptive: AdaptiveConfig,
 }
 
 impl PoolSpec {
-    /// Parses a config string; the empty string is the default (a learning hybrid). A key given twice is
-    /// an error naming it.
+    /// Parses a config string; the empty string is the default (the adaptive pool). A key given twice is an
+    /// error naming it; so is a key that does not apply to the adaptive pool where the string makes one, with
+    /// what takes its place there.
     pub fn parse(text: &str) -> Result<Self> {
         let mut spec = PoolSpec::default();
-        let mut given: Vec<&'static str> = Vec::new();
+        let mut named: Vec<&ConfigKey> = Vec::new();
         for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
             let (key, value) = item
                 .split_once('=')
                 .map(|(k, v)| (k.trim(), v.trim()))
                 .ok_or_else(|| bad(item, "expected key=value"))?;
             let found = find(key).ok_or_else(|| bad(key, "unknown key"))?;
-            if given.contains(&found.name) {
+            if named.iter().any(|given| given.name == found.name) {
                 return Err(bad(key, "given twice: each key may be given once"));
             }
-            given.push(found.name);
             found.set(&mut spec, value)?;
+            named.push(found);
+        }
+        if spec.strategy == Strategy::Adaptive
+            && let Some(err) = named.iter().find_map(|key| key.refuse_in_adaptive())
+        {
+            return Err(err);
         }
         Ok(spec)
     }
@@ -155,11 +174,13 @@ impl PoolSpec {
         find(key).ok_or_else(|| bad(key, "unknown key"))?.set(self, value)
     }
 
-    /// The dynamic configuration in force: the hybrid's region for the hybrid, the dynamic pool's otherwise.
-    pub fn dynamic(&self) -> &DynamicConfig {
+    /// The dynamic configuration in force: the region's for the hybrid and the adaptive pool, the dynamic
+    /// pool's otherwise.
+    pub fn dynamic(&self) -> DynamicConfig {
         match self.strategy {
-            Strategy::Hybrid => &self.hybrid.dynamic,
-            _ => &self.dynamic,
+            Strategy::Hybrid => self.hybrid.dynamic.clone(),
+            Strategy::Adaptive => self.adaptive.region(),
+            _ => self.dynamic.clone(),
         }
     }
 
@@ -169,6 +190,7 @@ impl PoolSpec {
             Strategy::Fixed => self.fixed.validate(capacity).map(|_| ()),
             Strategy::Dynamic => self.dynamic.validate(capacity).map(|_| ()),
             Strategy::Hybrid => self.hybrid.validate_against(capacity).map(|_| ()),
+            Strategy::Adaptive => self.adaptive.validate(capacity),
         };
         checked.map_err(named_by_key)
     }
@@ -179,6 +201,7 @@ impl PoolSpec {
             AnyPool::Fixed(pool) => Arc::new(pool),
             AnyPool::Dynamic(pool) => Arc::new(pool),
             AnyPool::Hybrid(pool) => Arc::new(pool),
+            AnyPool::Adaptive(pool) => Arc::new(pool),
         })
     }
 
@@ -189,6 +212,7 @@ impl PoolSpec {
             Strategy::Fixed => FixedPool::new(backend, self.fixed.clone()).map(AnyPool::Fixed),
             Strategy::Dynamic => DynamicPool::new(backend, self.dynamic.clone()).map(AnyPool::Dynamic),
             Strategy::Hybrid => HybridPool::new(backend, self.hybrid.clone()).map(AnyPool::Hybrid),
+            Strategy::Adaptive => AdaptivePool::new(backend, self.adaptive.clone()).map(AnyPool::Adaptive),
         };
         built.map_err(named_by_key)
     }
@@ -199,7 +223,7 @@ impl PoolSpec {
         let default = PoolSpec { strategy: self.strategy, ..PoolSpec::default() };
         CONFIG_KEYS
             .iter()
-            .filter(|key| key.scope.applies_to(self.strategy))
+            .filter(|key| key.applies_to(self.strategy))
             .filter_map(|key| {
                 let value = key.get(self)?;
                 (key.scope == KeyScope::Any || Some(&value) != key.get(&default).as_ref()).then_some((key.name, value))
@@ -241,12 +265,40 @@ mod tests {
     #[test]
     fn the_empty_string_is_the_default() {
         assert_eq!(PoolSpec::parse("").unwrap(), PoolSpec::default());
-        assert_eq!(PoolSpec::default().to_string(), "strategy=hybrid");
+        assert_eq!(PoolSpec::default().to_string(), "strategy=adaptive");
         // Each strategy keeps its own defaults: 1.5 for the dynamic pool, 1.01 for the hybrid's region.
         let dynamic = PoolSpec::parse("strategy=dynamic").unwrap();
         assert_eq!((dynamic.dynamic.growth_factor, dynamic.hybrid.dynamic.growth_factor), (1.5, 1.01));
-        let both = PoolSpec::parse("growth_factor=1.2").unwrap();
+        let both = PoolSpec::parse("strategy=hybrid,growth_factor=1.2").unwrap();
         assert_eq!((both.dynamic.growth_factor, both.hybrid.dynamic.growth_factor), (1.2, 1.2));
+    }
+
+    /// The adaptive pool takes the keys that bound it; a key it has no use for is refused, whichever way
+    /// round the string names it and the strategy, with what takes its place.
+    #[test]
+    fn keys_the_adaptive_pool_has_no_use_for_are_refused_with_what_replaced_them() {
+        let spec = PoolSpec::parse("cap=64GiB,virtual_memory=off,deterministic=true,backend=host").unwrap();
+        assert_eq!(spec.strategy, Strategy::Adaptive);
+        assert_eq!(spec.to_string(), "strategy=adaptive,backend=host,cap=64GiB,virtual_memory=off,deterministic=true");
+        assert_eq!(PoolSpec::parse(&spec.to_string()).unwrap(), spec);
+        for (text, key, replaced) in [
+            ("page_size=16MiB", "page_size", "sizes its pages itself"),
+            ("growth_factor=1.2,strategy=adaptive", "growth_factor", "a page at a time"),
+            ("strategy=adaptive,initial_size=1GiB", "initial_size", "a page at a time"),
+            ("coverage=0.8", "coverage", "learns its classes"),
+            ("watermark=0.5", "watermark", "never grows ahead"),
+            ("alias_in_use=false", "alias_in_use", "moves idle pages"),
+            ("block_size=1MiB", "block_size", "strategy=fixed"),
+        ] {
+            match PoolSpec::parse(text) {
+                Err(err @ Error::BadConfigString { .. }) => {
+                    let message = err.to_string();
+                    assert!(message.contains(key) && message.contains(replaced), "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(PoolSpec::parse("page_size=16MiB,strategy=hybrid").is_ok(), "the hybrid takes it");
     }
 
     #[test]
@@ -273,14 +325,14 @@ mod tests {
             ("strategy=magic", "strategy"),
             ("colour=blue", "colour"),
             ("block_size=big", "block_size"),
-            ("growth_factor=fast", "growth_factor"),
-            ("classes=4KiB", "classes"),
+            ("strategy=dynamic,growth_factor=fast", "growth_factor"),
+            ("strategy=hybrid,classes=4KiB", "classes"),
             ("deterministic=maybe", "deterministic"),
-            ("drain_before_growth=sometimes", "drain_before_growth"),
+            ("strategy=hybrid,drain_before_growth=sometimes", "drain_before_growth"),
             ("watermark", "watermark"),
             ("page_size=3KiB", "page_size"),
-            ("waste_floor=lots", "waste_floor"),
-            ("cached_waste=lots", "cached_waste"),
+            ("strategy=hybrid,waste_floor=lots", "waste_floor"),
+            ("strategy=hybrid,cached_waste=lots", "cached_waste"),
         ] {
             match PoolSpec::parse(text) {
                 Err(Error::BadConfigString { key: k, .. }) => assert_eq!(k, key, "{text}"),
@@ -291,9 +343,9 @@ mod tests {
         assert!(err.to_string().contains("growth_factor"), "{err}");
         // Values refused by the strategy's own checks are named by their keys, not by the config's fields.
         for (text, key, field) in [
-            ("max_waste=2", "max_waste", "max_rounding_waste"),
-            ("cached_waste=1.5", "cached_waste", "max_cached_waste"),
-            ("headroom=0.5", "headroom", "slab_headroom"),
+            ("strategy=hybrid,max_waste=2", "max_waste", "max_rounding_waste"),
+            ("strategy=hybrid,cached_waste=1.5", "cached_waste", "max_cached_waste"),
+            ("strategy=hybrid,headroom=0.5", "headroom", "slab_headroom"),
         ] {
             let spec = PoolSpec::parse(text).unwrap();
             for err in [
@@ -383,8 +435,9 @@ mod tests {
 
     #[test]
     fn every_strategy_builds() {
-        for strategy in ["fixed", "dynamic", "hybrid"] {
-            let spec = PoolSpec::parse(&format!("strategy={strategy},block_count=8")).unwrap();
+        for strategy in ["fixed", "dynamic", "hybrid", "adaptive"] {
+            let extra = if strategy == "adaptive" { "" } else { ",block_count=8" };
+            let spec = PoolSpec::parse(&format!("strategy={strategy}{extra}")).unwrap();
             let pool = spec.build(Arc::new(crate::SimDevice::default())).unwrap();
             assert_eq!(pool.strategy(), strategy);
             let any = spec.build_any(Arc::new(crate::SimDevice::default())).unwrap();

@@ -80,18 +80,17 @@ fn item() -> impl Strategy<Value = String> {
     ]
 }
 
-/// A few items, then a strategy (so that every strategy meets every key). A fixed pool starts from 100
+/// A few items, then a strategy (so that every strategy meets every key; the adaptive pool refuses most). A fixed pool starts from 100
 /// blocks: its default of 2048 blocks of 4 MiB does not fit the test devices, so few would build.
 fn config() -> impl Strategy<Value = String> {
-    (prop::collection::vec(item(), 0..5), prop::sample::select(vec!["fixed", "dynamic", "hybrid"])).prop_map(
-        |(mut items, strategy)| {
+    (prop::collection::vec(item(), 0..5), prop::sample::select(vec!["fixed", "dynamic", "hybrid", "adaptive"]))
+        .prop_map(|(mut items, strategy)| {
             if strategy == "fixed" {
                 items.insert(0, "block_count=100".into());
             }
             items.push(format!("strategy={strategy}"));
             items.join(",")
-        },
-    )
+        })
 }
 
 #[derive(Clone, Debug)]

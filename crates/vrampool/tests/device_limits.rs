@@ -32,16 +32,16 @@ fn refused_before_reserving(text: &str, device: Arc<SimDevice>, key: &str) {
 #[test]
 fn a_class_table_the_device_cannot_hold_is_refused_before_anything_is_reserved() {
     let h200 = || Arc::new(SimDevice::default());
-    refused_before_reserving("classes=256x4294967294", h200(), "classes");
-    refused_before_reserving("classes=1MiBx1000000000", h200(), "classes");
-    refused_before_reserving("classes=8388608TiBx2", h200(), "classes");
-    refused_before_reserving("classes=4KiBx512+256GiBx1", h200(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=256x4294967294", h200(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=1MiBx1000000000", h200(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=8388608TiBx2", h200(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=4KiBx512+256GiBx1", h200(), "classes");
     // A class of more than 1 GiB of blocks on a device of 1 GiB.
     let small = || Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(GIB)));
-    refused_before_reserving("classes=256x4194305", small(), "classes");
-    refused_before_reserving("classes=4KiBx8+1MiBx1025,cap=0.5", small(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=256x4194305", small(), "classes");
+    refused_before_reserving("strategy=hybrid,classes=4KiBx8+1MiBx1025,cap=0.5", small(), "classes");
     // Classes that each fit the device share the region, even where all of them together would not.
-    let fits = PoolSpec::parse("classes=1MiBx1024+2MiBx512").unwrap();
+    let fits = PoolSpec::parse("strategy=hybrid,classes=1MiBx1024+2MiBx512").unwrap();
     assert!(fits.build_any(small()).is_ok());
 }
 
@@ -88,7 +88,7 @@ fn numbers_at_their_extremes_build_a_pool_or_an_error() {
             items.push(format!("classes={size}x{count}"));
         }
     }
-    for strategy in ["fixed", "dynamic", "hybrid"] {
+    for strategy in ["fixed", "dynamic", "hybrid", "adaptive"] {
         for item in &items {
             let text = format!("strategy={strategy},{item}");
             let Ok(spec) = PoolSpec::parse(&text) else { continue };
@@ -121,6 +121,8 @@ fn an_alignment_the_pool_cannot_give_is_an_alignment_error() {
         "strategy=dynamic,virtual_memory=off",
         "strategy=hybrid",
         "strategy=hybrid,classes=4KiBx8,virtual_memory=off",
+        "strategy=adaptive",
+        "strategy=adaptive,virtual_memory=off",
         "strategy=fixed,block_count=8",
         "strategy=fixed,block_count=8,fallback=reject",
     ] {
@@ -171,6 +173,8 @@ fn pool_calls_at_the_extremes_answer_and_change_nothing_when_refused() {
         "strategy=dynamic,virtual_memory=off",
         "strategy=hybrid,warmup=2",
         "strategy=hybrid,classes=4KiBx8+1MiBx4,virtual_memory=off",
+        "",
+        "strategy=adaptive,virtual_memory=off",
     ] {
         for device in [
             Arc::new(SimDevice::new(SimDeviceConfig::default().capacity(GIB))) as Arc<dyn Backend>,

@@ -174,4 +174,18 @@ proptest! {
         run(shape, Device::sim(shape.granularity()), &ops);
         run(shape, Device::host(shape.granularity()), &ops);
     }
+
+    #[test]
+    fn adaptive(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::Adaptive;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
+
+    #[test]
+    fn adaptive_learning_its_classes(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::AdaptiveLearning;
+        run(shape, Device::sim(shape.granularity()), &ops);
+        run(shape, Device::host(shape.granularity()), &ops);
+    }
 }

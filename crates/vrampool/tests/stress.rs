@@ -141,6 +141,16 @@ fn hybrid_pool_draining_its_classes_under_eight_threads() {
 }
 
 #[test]
+fn adaptive_pool_learning_its_classes_under_eight_threads() {
+    stress(Shape::AdaptiveLearning);
+}
+
+#[test]
+fn adaptive_pool_on_four_streams_under_eight_threads() {
+    stress_with(Shape::AdaptiveLearning, THREADS, OPS, 4);
+}
+
+#[test]
 fn fixed_pool_under_more_threads_than_slots() {
     stress_with(Shape::FixedBackendFallback, MANY_THREADS, MANY_OPS, 1);
 }

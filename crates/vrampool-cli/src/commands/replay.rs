@@ -18,16 +18,7 @@ use crate::trace_input::read;
 
 /// Replays and prints the figures.
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
-    let strategy: vrampool::Strategy = args.strategy.parse()?;
-    let mut spec = PoolSpec::parse(&args.config)?;
-    if args.config.contains("strategy=") && spec.strategy != strategy {
-        return Err(Error::Usage(format!(
-            "--strategy {} and the config string's strategy={} disagree",
-            strategy.name(),
-            spec.strategy.name()
-        )));
-    }
-    spec.strategy = strategy;
+    let spec = spec_of(args.strategy.as_deref(), &args.config)?;
     let options = replay_options(&args.options);
     if options.gpu_lag_us > 0 && args.on != "sim" {
         return Err(Error::Usage(format!(
@@ -171,6 +162,26 @@ fn run_on(
     let used = || memory.memory_info().ok().map(|(free, total)| total - free);
     let target = ReplayTarget { backend: opened.backend, simulated: None, used_bytes: Some(&used) };
     Ok(replay_on(plan, spec, options, target, log)?)
+}
+
+/// The pool `--strategy` (the default pool where `None`) and `--config` describe: the config string read
+/// as written after the strategy, so that its keys are checked against that strategy.
+fn spec_of(strategy: Option<&str>, config: &str) -> Result<PoolSpec> {
+    let Some(strategy) = strategy else { return Ok(PoolSpec::parse(config)?) };
+    let strategy: vrampool::Strategy = strategy.parse()?;
+    let names_one = config.split(',').filter_map(|item| item.split_once('=')).any(|(key, _)| key.trim() == "strategy");
+    if !names_one {
+        return Ok(PoolSpec::parse(&format!("strategy={},{config}", strategy.name()))?);
+    }
+    let spec = PoolSpec::parse(config)?;
+    if spec.strategy != strategy {
+        return Err(Error::Usage(format!(
+            "--strategy {} and the config string's strategy={} disagree",
+            strategy.name(),
+            spec.strategy.name()
+        )));
+    }
+    Ok(spec)
 }
 
 fn print_text(args: &ReplayArgs, result: &ReplayResult, out: &mut dyn Write) -> Result<()> {

@@ -26,9 +26,9 @@ pub fn page(reports: &[TraceReport], gpu_lag_ms: f64) -> String {
     html.push_str(STYLE);
     html.push_str("</style>\n</head>\n<body>\n<main>\n<header>\n<h1>vrampool report</h1>\n");
     html.push_str(
-        "<p class=\"lead\">Each trace replayed through vrampool's three strategies on the simulated device, each \
-         strategy's parameters swept and its best configuration kept, beside PyTorch's own caching allocator as it \
-         recorded the trace.</p>\n",
+        "<p class=\"lead\">Each trace replayed through vrampool's default, the adaptive pool, and its three tunable \
+         strategies on the simulated device, each tunable strategy's parameters swept and its best configuration \
+         kept, beside PyTorch's own caching allocator as it recorded the trace.</p>\n",
     );
     html.push_str(&if gpu_lag_ms > 0.0 {
         format!(
@@ -228,7 +228,7 @@ model (PyTorch's recorded segment calls priced by the same model).</dd>\n\
 /// The stylesheet: one colour per allocator (`--c` under `.s-NAME`), used by the table, the charts and the
 /// diagrams.
 const STYLE: &str = r#":root { color-scheme: light; --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --bg: #f3f5f7;
-  --fixed: #d9590b; --dynamic: #1b8a5a; --hybrid: #6a51a3; --pytorch: #2b6cb0; }
+  --fixed: #d9590b; --dynamic: #1b8a5a; --hybrid: #6a51a3; --adaptive: #b8336a; --pytorch: #2b6cb0; }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink);
   font: 15px/1.5 system-ui, "Segoe UI", Roboto, "Helvetica Neue", "DejaVu Sans", Arial, sans-serif; }
@@ -244,6 +244,7 @@ section.trace { background: #fff; border: 1px solid var(--line); border-radius: 
 .meta, .note { color: var(--muted); margin: 0 0 12px; }
 .note { font-size: 13.5px; }
 .s-fixed { --c: var(--fixed); } .s-dynamic { --c: var(--dynamic); } .s-hybrid { --c: var(--hybrid); }
+.s-adaptive { --c: var(--adaptive); }
 .s-pytorch { --c: var(--pytorch); }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); margin-right: 7px; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 0.9em; background: #eef1f4;
@@ -341,7 +342,7 @@ mod tests {
         report.pytorch = ComparisonRow::pytorch(&report.trace);
         assert!(report.pytorch.is_none());
         let html = page(std::slice::from_ref(&report), 0.0);
-        assert_eq!(html.matches("<svg").count(), 7, "three memory panels, the histogram, three diagrams");
+        assert_eq!(html.matches("<svg").count(), 9, "four memory panels, the histogram, four diagrams");
         assert!(html.contains("no figures of PyTorch's (the trace records no segment events)"));
         assert!(html.contains("(PyTorch -)"), "no utilization of PyTorch's in the contents");
         assert!(!html.contains("<tr class=\"s-pytorch"), "no PyTorch row in the table");
@@ -357,16 +358,16 @@ mod tests {
         assert!(!html.contains("http"), "no reference to anything on the network");
         assert!(!html.to_lowercase().contains("<script"), "no script");
         assert!(!html.contains("<img") && !html.contains("@import") && !html.contains("url("), "no external file");
-        assert_eq!(html.matches("<svg").count(), 8, "four memory panels, the histogram, three diagrams");
-        assert_eq!(html.matches("</svg>").count(), 8);
+        assert_eq!(html.matches("<svg").count(), 10, "five memory panels, the histogram, four diagrams");
+        assert_eq!(html.matches("</svg>").count(), 10);
         assert!(html.contains("<h2>a &lt;b&gt;&amp;&quot;trace&quot;</h2>"), "the name is escaped");
         assert!(!html.contains("a <b>"), "no raw markup from the trace's name");
         assert!(html.contains("<table class=\"comparison\">"));
         assert!(html.contains(&format!("Recommended: <strong>{}</strong>", report.advice.recommended.name())));
-        for allocator in ["fixed", "dynamic", "hybrid", "pytorch"] {
+        for allocator in ["fixed", "dynamic", "hybrid", "adaptive", "pytorch"] {
             assert!(html.contains(&format!("class=\"memory s-{allocator}\"")), "{allocator}'s memory panel");
         }
-        for strategy in ["fixed", "dynamic", "hybrid"] {
+        for strategy in ["fixed", "dynamic", "hybrid", "adaptive"] {
             assert!(html.contains(&format!("class=\"diagram s-{strategy}\"")), "{strategy}'s diagram");
         }
         // PyTorch's panel reads its peaks from the trace: its one segment of 64 MiB.

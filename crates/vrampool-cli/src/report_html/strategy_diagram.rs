@@ -184,6 +184,42 @@ impl DecisionFlow {
                     ],
                 }
             }
+            Strategy::Adaptive => {
+                let classes = result.classes.len();
+                let pages = spec.adaptive.pages;
+                DecisionFlow {
+                    strategy: "adaptive".into(),
+                    start,
+                    decisions: vec![
+                        Decision {
+                            question: format!(
+                                "among the first {} requests (warm-up)?",
+                                grouped(spec.adaptive.hybrid().warmup_requests)
+                            ),
+                            yes: format!("region, size counted; then {classes} classes are learned"),
+                        },
+                        Decision {
+                            question: "a class holds s, block free?".into(),
+                            yes: "class slab; its free blocks go back before the region maps new memory".into(),
+                        },
+                    ],
+                    otherwise: format!(
+                        "region: placed where the fewest pages are missing; idle pages moved there first, new pages \
+                         of up to 1/{} of the pool after, up to {}",
+                        pages.pages_per_pool,
+                        cap(spec.adaptive.cap)
+                    ),
+                    notes: vec![format!(
+                        "Here: {} of {} requests went to the region, warm-up included; it mapped new pages {} times, \
+                         moved {} idle chunks and aliased {} still in use.",
+                        grouped(stats.fallbacks),
+                        grouped(requests),
+                        grouped(stats.growths),
+                        grouped(stats.chunks_moved),
+                        grouped(stats.chunks_aliased)
+                    )],
+                }
+            }
         })
     }
 

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use vrampool::{
-    Allocation, Backend, Cap, ClassSpec, DynamicConfig, DynamicPool, Fallback, FixedConfig, FixedPool, HostMemory,
-    HostMemoryConfig, HybridConfig, HybridPool, KIB, MIB, PagePolicy, Paging, Pool, PoolReport, PoolStats, SimDevice,
-    SimDeviceConfig, StreamId, VirtualMemory,
+    AdaptiveConfig, AdaptivePool, Allocation, Backend, Cap, ClassSpec, DynamicConfig, DynamicPool, Fallback,
+    FixedConfig, FixedPool, HostMemory, HostMemoryConfig, HybridConfig, HybridPool, KIB, MIB, PagePolicy, Paging, Pool,
+    PoolReport, PoolStats, SimDevice, SimDeviceConfig, StreamId, VirtualMemory,
 };
 
 /// The device under a pool, kept so tests can look at it.
@@ -78,11 +78,16 @@ pub enum Shape {
     HybridDraining,
     /// A dynamic pool sizing its own pages on a virtual range with 64 KiB chunks, capped at 96 MiB.
     DynamicAdaptivePages,
+    /// The adaptive pool (the default) on a virtual range with 64 KiB chunks, capped at 96 MiB.
+    Adaptive,
+    /// The hybrid the adaptive pool runs as, learning its classes from 12 warm-up requests, so that its
+    /// classes' blocks, carved apart and given back before the region grows, are exercised too.
+    AdaptiveLearning,
 }
 
 impl Shape {
     /// Every shape.
-    pub const ALL: [Shape; 8] = [
+    pub const ALL: [Shape; 10] = [
         Shape::FixedBackendFallback,
         Shape::FixedReject,
         Shape::DynamicSegments,
@@ -91,11 +96,17 @@ impl Shape {
         Shape::HybridGivenSegments,
         Shape::HybridDraining,
         Shape::DynamicAdaptivePages,
+        Shape::Adaptive,
+        Shape::AdaptiveLearning,
     ];
 
     pub fn granularity(self) -> Option<u64> {
         match self {
-            Shape::DynamicVirtual | Shape::HybridLearnedVirtual | Shape::DynamicAdaptivePages => Some(64 * KIB),
+            Shape::DynamicVirtual
+            | Shape::HybridLearnedVirtual
+            | Shape::DynamicAdaptivePages
+            | Shape::Adaptive
+            | Shape::AdaptiveLearning => Some(64 * KIB),
             _ => None,
         }
     }
@@ -145,7 +156,16 @@ impl Shape {
                 backend,
                 self.dynamic().initial_size(0).paging(Paging::Adaptive(PagePolicy::default())),
             )?),
+            Shape::Adaptive => Arc::new(AdaptivePool::new(backend, self.adaptive())?),
+            Shape::AdaptiveLearning => {
+                Arc::new(HybridPool::new(backend, self.adaptive().hybrid().warmup_requests(12))?)
+            }
         })
+    }
+
+    /// The adaptive pool's configuration: capped at 96 MiB, its background work inline.
+    fn adaptive(self) -> AdaptiveConfig {
+        AdaptiveConfig::default().cap(Cap::Bytes(96 * MIB)).deterministic(true)
     }
 
     /// The dynamic pool, or the hybrid's dynamic region: 4 MiB initial, capped at 96 MiB.
