@@ -1,19 +1,14 @@
 //! The device a pool of the C ABI takes its memory from, made from the config string's `backend` key.
 
 use parking_lot::Mutex;
-use vrampool::{BackendKind, GIB, HostMemoryConfig, MIB, SimDeviceConfig};
-use vrampool_cuda::{CudaError, DefaultPage, DeviceRequest, OpenedBackend, open_backend};
+use vrampool::{BackendKind, GIB, HostMemoryConfig, SimDeviceConfig};
+use vrampool_cuda::{CudaError, DeviceRequest, OpenedBackend, open_backend};
 
 use crate::error::CapiError;
 
 /// The memory `backend=host` pretends to have: 4 GiB, so that every default (a 256 MiB first
 /// reservation under a cap of 80%) fits. Host bytes are taken only where memory is touched.
 pub const HOST_CAPACITY: u64 = 4 * GIB;
-
-/// The physical page of `backend=cuda-vm`, and of the simulated device (`backend=sim`, so that it maps
-/// memory as the GPU does), when the config string names none: 16 MiB, where replays map the device's
-/// granularity ([`DefaultPage`] says why the two differ).
-pub const DEFAULT_PAGE: DefaultPage = DefaultPage::Bytes(16 * MIB);
 
 /// The address range of each simulated or host device the C ABI opens, one per pool: 1 TiB, room for
 /// the simulated H200's virtual range (twice its memory at the most) beside its segments. A device never
@@ -102,7 +97,7 @@ pub(crate) struct OpenedDevice {
 }
 
 /// Opens device `ordinal` as `kind` for a pool of the C ABI ([`open_backend`]): pages of `page_size`, or
-/// [`DEFAULT_PAGE`] where `None`; host memory of [`HOST_CAPACITY`]; the simulated device and host memory
+/// the device's granularity where `None`, as every front end maps; host memory of [`HOST_CAPACITY`]; the simulated device and host memory
 /// each in an address range of its own ([`DEVICE_ADDRESS_RANGE`]), whatever their ordinal.
 pub(crate) fn open_device(
     kind: BackendKind,
@@ -117,7 +112,7 @@ pub(crate) fn open_device(
     let sim = SimDeviceConfig::default().base_address(base).address_space(DEVICE_ADDRESS_RANGE);
     let host =
         HostMemoryConfig::default().capacity(HOST_CAPACITY).base_address(base).address_space(DEVICE_ADDRESS_RANGE);
-    let request = DeviceRequest::new(kind, ordinal, page_size, DEFAULT_PAGE).sim(sim).host(host);
+    let request = DeviceRequest::new(kind, ordinal, page_size).sim(sim).host(host);
     let opened = open_backend(request).map_err(|err| match err {
         CudaError::Pool(err) => CapiError::Pool(err),
         err => CapiError::Cuda(err),
@@ -128,12 +123,13 @@ pub(crate) fn open_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vrampool::MIB;
 
     #[test]
     fn the_devices_without_a_gpu_open_anywhere() {
         let sim = open_device(BackendKind::Sim, 3, None).unwrap().opened;
         assert!(sim.cuda.is_none() && sim.backend.name().contains("sim"), "{}", sim.backend.name());
-        assert_eq!(sim.backend.granularity(), Some(16 * MIB), "the C ABI's default page");
+        assert_eq!(sim.backend.granularity(), Some(2 * MIB), "the device's granularity, as every front end maps");
         let host = open_device(BackendKind::Host, 0, None).unwrap().opened;
         assert!(host.cuda.is_none());
         assert_eq!(host.backend.capacity(), HOST_CAPACITY);

@@ -62,6 +62,6 @@ pub use cuda_virtual::CudaVirtual;
 pub use device_info::{DeviceInfo, devices};
 pub use error::CudaError;
 pub use library::driver_present;
-pub use open_backend::{DefaultPage, DeviceRequest, OpenedBackend, open_backend};
+pub use open_backend::{DeviceRequest, OpenedBackend, open_backend};
 pub use pool_slice::PoolSlice;
 pub use transfer::CudaMemory;

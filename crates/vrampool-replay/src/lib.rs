@@ -33,7 +33,7 @@ pub use advice::{Advice, DRIVER_BUDGET, Objective, StrategyAdvice, advise};
 pub use candidates::candidates;
 pub use comparison_row::ComparisonRow;
 pub use error::{Error, Result};
-pub use replay::{REPLAY_PAGE, ReplayOptions, ReplayTarget, replay, replay_logged, replay_on};
+pub use replay::{ReplayOptions, ReplayTarget, replay, replay_logged, replay_on};
 pub use replay_plan::{Operation, ReplayPlan};
 pub use replay_result::{ReplayResult, TimelinePoint};
 pub use size_profile::SizeProfile;

@@ -7,7 +7,7 @@ use vrampool::{
     Backend, BackendKind, ClassSpec, DEFAULT_ALIGNMENT, Error as PoolError, Pool, PoolSpec, SimDevice, SimDeviceConfig,
     StreamId,
 };
-use vrampool_cuda::{DefaultPage, DeviceRequest, open_backend};
+use vrampool_cuda::{DeviceRequest, open_backend};
 use vrampool_trace::{Event, EventKind};
 
 use crate::error::{Error, Result};
@@ -33,11 +33,6 @@ impl Default for ReplayOptions {
     }
 }
 
-/// The physical page of replays where the config string names none: the device's granularity, the finest
-/// pages, against which `compare` and `advise` weigh larger ones. Replays on a GPU use it too, so that they
-/// map as the simulation does. (The C ABI's default differs: [`DefaultPage`] says why.)
-pub const REPLAY_PAGE: DefaultPage = DefaultPage::Granularity;
-
 /// Marks a slot whose allocation was refused (its free is skipped).
 const NO_BLOCK: u64 = u64::MAX;
 
@@ -58,7 +53,7 @@ pub fn replay_logged(
     log: &mut dyn FnMut(Event) -> vrampool_trace::Result<()>,
 ) -> Result<ReplayResult> {
     let sim = SimDeviceConfig::default().capacity(options.capacity).gpu_lag_us(options.gpu_lag_us);
-    let request = DeviceRequest::new(BackendKind::Sim, 0, spec.page_size, REPLAY_PAGE).sim(sim);
+    let request = DeviceRequest::new(BackendKind::Sim, 0, spec.page_size).sim(sim);
     let opened = open_backend(request).map_err(|err| pool_error(plan, spec, err.into()))?;
     let target = ReplayTarget { backend: opened.backend, simulated: opened.simulated, used_bytes: None };
     replay_on(plan, spec, options, target, log)

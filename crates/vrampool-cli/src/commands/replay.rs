@@ -6,9 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 use vrampool::{BackendKind, PoolSpec, whole_mib};
 use vrampool_cuda::{DeviceRequest, open_backend};
-use vrampool_replay::{
-    ComparisonRow, REPLAY_PAGE, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on,
-};
+use vrampool_replay::{ComparisonRow, ReplayOptions, ReplayPlan, ReplayResult, ReplayTarget, replay, replay_on};
 use vrampool_trace::{Event, VrampoolCsvWriter};
 
 use super::replay_options;
@@ -156,7 +154,7 @@ fn run_on(
         "cuda-vm" => BackendKind::CudaVirtual,
         other => return Err(Error::Usage(format!("--on {other}: expected sim, cuda or cuda-vm"))),
     };
-    let request = DeviceRequest::new(kind, gpu, spec.page_size, REPLAY_PAGE);
+    let request = DeviceRequest::new(kind, gpu, spec.page_size);
     let opened = open_backend(request).map_err(|err| Error::Device(format!("GPU {gpu}: {err}")))?;
     let memory = opened.cuda.expect("a CUDA kind opens a CUDA device");
     let used = || memory.memory_info().ok().map(|(free, total)| total - free);
