@@ -184,6 +184,7 @@ pub fn replay_on(
         strategy: spec.strategy,
         config: given.to_string(),
         events: plan.events,
+        duration_us: plan.duration_us,
         operations: (plan.initial.len() + total) as u64,
         peak_live_bytes: stats.allocated_bytes.peak,
         peak_reserved_bytes: stats.reserved_bytes.peak,

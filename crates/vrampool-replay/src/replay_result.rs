@@ -25,6 +25,9 @@ pub struct ReplayResult {
     pub config: String,
     /// Events in the trace.
     pub events: u64,
+    /// Microseconds from the trace's first event to its last: what the driver time is weighed against.
+    #[serde(default)]
+    pub duration_us: i64,
     /// Allocations and frees replayed.
     pub operations: u64,
     /// The most bytes live at once (requested sizes).
@@ -54,7 +57,7 @@ pub struct ReplayResult {
     pub replay_ns_per_event: f64,
     /// The pool's counters at the end.
     pub stats: PoolStats,
-    /// The hybrid's classes at the end (empty for other strategies).
+    /// The classes at the end, the hybrid's or the adaptive pool's (empty for other strategies).
     pub classes: Vec<ClassSpec>,
     /// Live and reserved bytes along the replay.
     pub timeline: Vec<TimelinePoint>,

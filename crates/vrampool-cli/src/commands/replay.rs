@@ -51,6 +51,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         let output = ReplayOutput {
             row: ComparisonRow::from(&result),
             device: args.on.clone(),
+            duration_us: result.duration_us,
             chunks_moved: result.stats.chunks_moved,
             chunks_aliased: result.stats.chunks_aliased,
             synchronizations: result.stats.synchronizations,
@@ -91,6 +92,8 @@ struct ReplayOutput {
     #[serde(flatten)]
     row: ComparisonRow,
     device: String,
+    /// Microseconds from the trace's first event to its last.
+    duration_us: i64,
     /// Idle pages moved to where memory was needed.
     chunks_moved: u64,
     /// Idle pages still in use by queued work mapped where memory was needed as well.
@@ -220,7 +223,13 @@ fn print_text(args: &ReplayArgs, result: &ReplayResult, out: &mut dyn Write) -> 
             result.stats.event_waits
         )?;
     }
-    outln!(out, "driver time:    {:.1} ms (cost model)", result.driver_time_us / 1000.0)?;
+    outln!(
+        out,
+        "driver time:    {:.1} ms (cost model), {:.2}% of the trace's {:.1} s",
+        result.driver_time_us / 1000.0,
+        result.driver_time_us / result.duration_us.max(1) as f64 * 100.0,
+        result.duration_us as f64 / 1e6
+    )?;
     if args.options.gpu_lag_ms > 0.0 {
         outln!(
             out,
