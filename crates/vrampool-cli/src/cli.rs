@@ -27,7 +27,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// One strategy on one trace.
     Replay(ReplayArgs),
-    /// Sweep each strategy's parameters on a trace and recommend one, with its config string.
+    /// Sweep each strategy's parameters on a trace and recommend one, with its config string, and say how
+    /// much better than the default it does.
     Advise(AdviseArgs),
     /// One self-contained HTML report: memory over time, request sizes, the comparison, the advice.
     Report(ReportArgs),

@@ -90,6 +90,9 @@ pub struct Advice {
     pub config: String,
     /// Why, in one sentence.
     pub reason: String,
+    /// How much better than the default (the adaptive pool) the recommended config does, in one sentence;
+    /// empty where the default was not replayed.
+    pub versus_default: String,
 }
 
 impl Advice {
@@ -165,14 +168,43 @@ pub fn advise(
         .reduce(|best, r| if objective.prefers(r, best) { r } else { best })
         .expect("at least one strategy");
     let reason = reason(plan, winner, &objective);
+    let default = per_strategy.iter().find(|s| s.best.strategy == Strategy::Adaptive);
+    let versus_default = default.map_or_else(String::new, |default| versus_default(winner, &default.best, &objective));
     Ok(Advice {
         trace: plan.name.clone(),
         objective,
         recommended: winner.strategy,
         config: winner.config.clone(),
         reason,
+        versus_default,
         strategies: per_strategy,
     })
+}
+
+/// One sentence: how the winner compares with the default, `default`, and where the default falls short.
+fn versus_default(winner: &ReplayResult, default: &ReplayResult, objective: &Objective) -> String {
+    if winner.strategy == Strategy::Adaptive {
+        return "the default (the adaptive pool) is the best found: no tuned config reserves less within the driver \
+                budget"
+            .into();
+    }
+    let saved = default.peak_reserved_bytes as i64 - winner.peak_reserved_bytes as i64;
+    let share = saved as f64 / default.peak_reserved_bytes.max(1) as f64 * 100.0;
+    let reserves = match saved {
+        0 => "reserves as much as the default".to_string(),
+        s if s > 0 => format!("reserves {} ({share:.1}%) less than the default", human_bytes(s.unsigned_abs())),
+        s => format!("reserves {} ({:.1}%) more than the default", human_bytes(s.unsigned_abs()), -share),
+    };
+    let over = if default.driver_time_us > objective.driver_budget_us { ", over the budget" } else { "" };
+    format!(
+        "tuned, the {} pool {reserves} ({}, utilization {:.3}) and spends {:.1} ms in the driver against the \
+         default's {:.1} ms{over}",
+        winner.strategy.name(),
+        human_bytes(default.peak_reserved_bytes),
+        default.utilization,
+        winner.driver_time_us / 1000.0,
+        default.driver_time_us / 1000.0,
+    )
 }
 
 /// One sentence: what the sizes look like and what the winner achieves.
@@ -220,6 +252,33 @@ mod tests {
         let advice =
             advise(&one, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("one allocation is enough");
         assert_eq!(advice.strategies.len(), 4);
+        assert!(!advice.versus_default.is_empty());
+        let tuned_only = advise(&one, &Strategy::TUNABLE, &ReplayOptions::default(), &|_, _| {}).unwrap();
+        assert!(tuned_only.versus_default.is_empty(), "the default was not replayed");
+    }
+
+    /// The comparison with the default says how much the tuned config saves, and the default's driver time;
+    /// where the default wins, it says so.
+    #[test]
+    fn the_advice_says_how_much_better_than_the_default_a_tuned_config_does() {
+        let one = plan(vec![
+            Event::new(0, EventKind::Alloc, 0x1000, 4096, 0),
+            Event::new(1, EventKind::Free, 0x1000, 4096, 0),
+        ]);
+        let base = replay(&one, &PoolSpec::default(), &ReplayOptions::default()).unwrap();
+        let with = |strategy, reserved: u64, driver_time_us: f64| ReplayResult {
+            strategy,
+            peak_reserved_bytes: reserved,
+            driver_time_us,
+            ..base.clone()
+        };
+        let objective = Objective { driver_budget_us: 10_000.0 };
+        let default = with(Strategy::Adaptive, 100 << 20, 15_000.0);
+        let tuned = with(Strategy::Dynamic, 90 << 20, 2_000.0);
+        let sentence = versus_default(&tuned, &default, &objective);
+        assert!(sentence.contains("10 MiB (10.0%) less than the default"), "{sentence}");
+        assert!(sentence.contains("2.0 ms in the driver against the default's 15.0 ms, over the budget"), "{sentence}");
+        assert!(versus_default(&default, &default, &objective).contains("is the best found"));
     }
 
     /// Configurations whose utilizations print the same rank by growth factor before driver time: a smaller

@@ -20,6 +20,8 @@ struct AdviceOutput {
     recommended: String,
     config: String,
     reason: String,
+    /// How much better than the default the recommended config does.
+    versus_default: String,
     objective: Objective,
     strategies: Vec<ComparisonRow>,
     /// PyTorch's recorded figures; null where the trace records none.
@@ -39,6 +41,7 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
             recommended: advice.recommended.name().into(),
             config: advice.config.clone(),
             reason: advice.reason.clone(),
+            versus_default: advice.versus_default.clone(),
             objective: advice.objective,
             strategies: advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect(),
             pytorch,
@@ -73,6 +76,7 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
         or_dash(pytorch.as_ref().and_then(|p| p.driver_time_us).map(|us| format!("{:.1}", us / 1000.0))),
     )?;
     outln!(out, "why:         {}.", advice.reason)?;
+    outln!(out, "vs default:  {}.", advice.versus_default)?;
     outln!(
         out,
         "(ranked by utilization among configurations within {:.1} ms of driver time, 1% of the trace's duration)",

@@ -31,8 +31,32 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
     }
     if args.json {
         outln!(out, "{}", serde_json::to_string_pretty(&rows).expect("rows are plain data"))?;
+    } else {
+        outln!(out, "{}", summary(&rows))?;
     }
     Ok(())
+}
+
+/// Every trace's utilization by strategy, in one table: the tunable strategies at their best, the
+/// default as it is, PyTorch as recorded.
+pub fn summary(rows: &[ComparisonRow]) -> String {
+    let columns = ["fixed", "dynamic", "hybrid", "adaptive", "pytorch"];
+    let mut table = Table::new(&["trace", "fixed", "dynamic", "hybrid", "adaptive (default)", "pytorch (recorded)"]);
+    let mut traces: Vec<&str> = Vec::new();
+    for row in rows {
+        if !traces.contains(&row.trace.as_str()) {
+            traces.push(&row.trace);
+        }
+    }
+    for trace in traces {
+        let mut cells = vec![trace.trim_end_matches(".pickle.gz").to_string()];
+        for strategy in columns {
+            let row = rows.iter().find(|r| r.trace == trace && r.strategy == strategy);
+            cells.push(crate::table::or_dash(row.and_then(|r| r.utilization).map(|u| format!("{u:.3}"))));
+        }
+        table.row(cells);
+    }
+    format!("utilization (peak live over peak reserved)\n{}", table.render())
 }
 
 /// Advises on a plan with a progress bar on stderr.
@@ -94,6 +118,25 @@ mod tests {
         let mut rows: Vec<ComparisonRow> = advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         rows.extend(ComparisonRow::pytorch(&trace));
         render("t", &rows, &advice)
+    }
+
+    #[test]
+    fn the_summary_has_a_row_per_trace_and_a_column_per_strategy() {
+        let summary = summary(&[ComparisonRow::from(
+            &vrampool_replay::replay(
+                &ReplayPlan::from_trace(&Trace {
+                    name: "t.pickle.gz".into(),
+                    events: vec![Event::new(0, EventKind::Alloc, 0x1000, 4 << 20, 0)],
+                    ..Trace::default()
+                }),
+                &vrampool::PoolSpec::default(),
+                &ReplayOptions::default(),
+            )
+            .unwrap(),
+        )]);
+        let row = summary.lines().find(|l| l.starts_with("t ")).expect("a row for the trace");
+        assert!(row.contains("1.000") && row.matches(" - ").count() + row.matches(" -").count() >= 4, "{summary}");
+        assert!(summary.contains("adaptive (default)"), "{summary}");
     }
 
     #[test]

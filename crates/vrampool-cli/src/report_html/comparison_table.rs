@@ -39,12 +39,17 @@ pub fn comparison_table(advice: &Advice, pytorch: Option<&ComparisonRow>) -> Str
 pub fn advice_box(advice: &Advice) -> String {
     format!(
         "<div class=\"advice s-{strategy}\">\n<div class=\"advice-head\">Recommended: <strong>{strategy}</strong></div>\n\
-         <div class=\"advice-config\"><code>{config}</code></div>\n<p>{reason}.</p>\n\
+         <div class=\"advice-config\"><code>{config}</code></div>\n<p>{reason}.</p>\n{versus}\
          <p class=\"fine\">Ranked by utilization among the configurations within {budget:.1} ms of driver time (1% of \
          the trace's duration), then by driver time.</p>\n</div>\n",
         strategy = escape(advice.recommended.name()),
         config = config_html(&advice.config),
         reason = escape(&advice.reason),
+        versus = if advice.versus_default.is_empty() {
+            String::new()
+        } else {
+            format!("<p class=\"versus\">Against the default: {}.</p>\n", escape(&advice.versus_default))
+        },
         budget = advice.objective.driver_budget_us / 1000.0,
     )
 }
@@ -81,6 +86,7 @@ mod tests {
             recommended: Strategy::Dynamic,
             config: "strategy=dynamic".into(),
             reason: "sizes vary <a lot> & more".into(),
+            versus_default: "tuned, the dynamic pool reserves <less>".into(),
         }
     }
 
