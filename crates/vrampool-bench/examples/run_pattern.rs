@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
-use vrampool::{DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB, Pool, SimDevice};
+use vrampool::{
+    AdaptiveConfig, AdaptivePool, DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB,
+    Pool, SimDevice,
+};
 use vrampool_bench::{ChurnSequence, PoolChurn, run_pair};
 
 fn main() {
@@ -25,6 +28,13 @@ fn main() {
             run_pair(&pool, MIB, 500);
             PoolChurn::new(&pool, ChurnSequence::standard()).run(8192);
             pool.freeze();
+            Box::new(pool)
+        }
+        "adaptive" => {
+            let pool = AdaptivePool::new(sim(), AdaptiveConfig::default()).unwrap();
+            PoolChurn::new(&pool, ChurnSequence::standard()).run(8192);
+            run_pair(&pool, 4096, 500);
+            run_pair(&pool, MIB, 500);
             Box::new(pool)
         }
         other => panic!("unknown strategy {other}"),

@@ -32,7 +32,7 @@ pub enum Command {
     Advise(AdviseArgs),
     /// One self-contained HTML report: memory over time, request sizes, the comparison, the advice.
     Report(ReportArgs),
-    /// Time the three strategies on the CPU (pairs and churn), beside offset-allocator.
+    /// Time the strategies and the default on the CPU (pairs and churn), beside offset-allocator.
     Bench(BenchArgs),
     /// List the GPUs the CUDA driver sees.
     Devices,

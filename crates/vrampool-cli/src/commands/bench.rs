@@ -1,4 +1,4 @@
-//! `vrampool bench`: the CPU latency of the three strategies on the simulated device, beside
+//! `vrampool bench`: the CPU latency of the strategies and of the default on the simulated device, beside
 //! offset-allocator on the same patterns, in one run.
 
 use std::io::Write;
@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
-use vrampool::{DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB, Pool, SimDevice};
+use vrampool::{
+    AdaptiveConfig, AdaptivePool, DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB,
+    Pool, SimDevice,
+};
 use vrampool_bench::{ChurnSequence, OffsetReference, Pattern, PoolChurn, run_pair, run_pool};
 
 use crate::cli::BenchArgs;
@@ -44,8 +47,15 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     run_pair(&hybrid, MIB, 500);
     PoolChurn::new(&hybrid, ChurnSequence::standard()).run(8192);
     hybrid.freeze();
-    let pools: [(&str, &dyn Pool); 3] = [("fixed", &fixed), ("dynamic", &dynamic), ("hybrid", &hybrid)];
-    let per_measurement = (args.seconds * 0.9 / (Pattern::REPORTED.len() * 4) as f64).max(0.01);
+    // The default, as it is: it learns its classes from its first requests, at its own bounds, here those of
+    // the churn.
+    let adaptive = AdaptivePool::new(sim(), AdaptiveConfig::default())?;
+    PoolChurn::new(&adaptive, ChurnSequence::standard()).run(8192);
+    run_pair(&adaptive, 4096, 500);
+    run_pair(&adaptive, MIB, 500);
+    let pools: [(&str, &dyn Pool); 4] =
+        [("fixed", &fixed), ("dynamic", &dynamic), ("hybrid", &hybrid), ("adaptive", &adaptive)];
+    let per_measurement = (args.seconds * 0.9 / (Pattern::REPORTED.len() * 5) as f64).max(0.01);
     let mut results = Vec::new();
     let mut reference = OffsetReference::default();
     for pattern in Pattern::REPORTED {
@@ -63,7 +73,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         return Ok(());
     }
     let mut table = Table::new(&["strategy", "pair-4k ns", "pair-1m ns", "churn ns"]);
-    for name in ["fixed", "dynamic", "hybrid", "offset-allocator"] {
+    for name in ["fixed", "dynamic", "hybrid", "adaptive", "offset-allocator"] {
         let cell = |pattern: Pattern| {
             results
                 .iter()
