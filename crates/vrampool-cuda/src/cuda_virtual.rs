@@ -1,7 +1,7 @@
 //! Device memory through CUDA's virtual memory management: address ranges reserved once, physical memory
 //! created, mapped, unmapped and moved in granularity-sized chunks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -19,9 +19,15 @@ use crate::transfer::impl_cuda_memory;
 struct VirtualState {
     /// Reserved ranges: base address → bytes.
     ranges: BTreeMap<u64, u64>,
-    /// Mapped chunks: chunk address → the physical handle mapped there. One handle per chunk, so chunks
-    /// can be unmapped and moved one by one.
+    /// Mapped chunks: chunk address → the physical handle mapped there. A handle of one chunk is mapped
+    /// at one chunk; a larger one ([`Backend::map_pages`]) at as many chunks that follow on, each of them
+    /// here, unmapped and moved whole.
     chunks: BTreeMap<u64, u64>,
+    /// The bytes of each handle larger than the granularity; a handle not here has one chunk's.
+    pages: HashMap<u64, u64>,
+    /// The addresses at which a page of more than one chunk is mapped (its first chunk), so that a span
+    /// that cuts a page is told from one that starts where a second mapping of the same handle follows on.
+    page_starts: HashSet<u64>,
     /// Handles mapped at more than one address ([`Backend::alias`]): the addresses beyond the first. A
     /// handle is released when its last address is unmapped.
     aliases: HashMap<u64, u32>,
@@ -34,11 +40,12 @@ struct VirtualState {
 /// - [`Backend::reserve_range`] is `cuMemAddressReserve`, [`Backend::release_range`] `cuMemAddressFree`;
 /// - [`Backend::map`] is, per granularity chunk, `cuMemCreate` (pinned memory on this device) and
 ///   `cuMemMap`, then one `cuMemSetAccess` (read and write for this device) for the whole batch;
-/// - [`Backend::unmap`] is `cuMemUnmap` and `cuMemRelease` per chunk;
-/// - [`Backend::remap`] moves each chunk's physical memory: `cuMemUnmap` at the old address, `cuMemMap` of
+///   [`Backend::map_pages`] the same per page, each page one handle of its size;
+/// - [`Backend::unmap`] is `cuMemUnmap` and `cuMemRelease` per page (per chunk, for pages of one chunk);
+/// - [`Backend::remap`] moves each page's physical memory: `cuMemUnmap` at the old address, `cuMemMap` of
 ///   the same handle at the new one, then one `cuMemSetAccess` for the batch. The memory moves with its
 ///   contents;
-/// - [`Backend::alias`] maps each chunk's handle at a second address (`cuMemMap`), then one
+/// - [`Backend::alias`] maps each page's handle at a second address (`cuMemMap`), then one
 ///   `cuMemSetAccess` for the batch; a handle is released (`cuMemRelease`) when its last address is
 ///   unmapped.
 ///
@@ -106,7 +113,7 @@ impl CudaVirtual {
 
     /// Chunks of physical memory mapped now (one mapped at two addresses counts once).
     pub fn mapped_chunks(&self) -> usize {
-        physical_chunks(&self.state.lock())
+        physical_chunks(&self.state.lock(), self.granularity)
     }
 
     /// Bytes of physical memory mapped now.
@@ -143,7 +150,7 @@ impl CudaVirtual {
 
     /// Bytes this backend holds from the device (mapped chunks and segments).
     fn held_bytes(&self, state: &VirtualState) -> u64 {
-        physical_chunks(state) as u64 * self.granularity + self.segments.bytes()
+        physical_chunks(state, self.granularity) as u64 * self.granularity + self.segments.bytes()
     }
 
     /// Checks that `[addr, addr + size)` is a non-empty span of whole chunks inside one reserved range.
@@ -189,6 +196,57 @@ impl CudaVirtual {
         }
     }
 
+    /// The bytes of `handle`.
+    fn handle_bytes(&self, state: &VirtualState, handle: u64) -> u64 {
+        state.pages.get(&handle).copied().unwrap_or(self.granularity)
+    }
+
+    /// The pages mapped on `[addr, addr + size)`, every chunk of which is mapped: `(address, handle, bytes)`
+    /// of each, in order; an error naming `call` where the span cuts a page.
+    fn pages_in(
+        &self,
+        state: &VirtualState,
+        call: &'static str,
+        addr: u64,
+        size: u64,
+    ) -> vrampool::Result<Vec<(u64, u64, u64)>> {
+        let g = self.granularity;
+        let cut = |at: u64| vrampool::Error::InvalidBackendCall {
+            call,
+            reason: format!("[{addr:#x}, +{size}) cuts the page mapped at {at:#x}"),
+        };
+        let mut pages = Vec::new();
+        let mut at = addr;
+        while at < addr + size {
+            let handle = state.chunks[&at];
+            let bytes = self.handle_bytes(state, handle);
+            if at + bytes > addr + size || (bytes > g && !state.page_starts.contains(&at)) {
+                return Err(cut(at));
+            }
+            pages.push((at, handle, bytes));
+            at += bytes;
+        }
+        Ok(pages)
+    }
+
+    /// Records `handle`, of `bytes`, as mapped at `at`.
+    fn record_page(&self, state: &mut VirtualState, at: u64, handle: u64, bytes: u64) {
+        if bytes > self.granularity {
+            state.page_starts.insert(at);
+        }
+        for chunk in (at..at + bytes).step_by(self.granularity as usize) {
+            state.chunks.insert(chunk, handle);
+        }
+    }
+
+    /// Forgets what is mapped on `[at, at + bytes)`.
+    fn forget_page(&self, state: &mut VirtualState, at: u64, bytes: u64) {
+        state.page_starts.remove(&at);
+        for chunk in (at..at + bytes).step_by(self.granularity as usize) {
+            state.chunks.remove(&chunk);
+        }
+    }
+
     /// Forgets one address of `handle`, just unmapped: releases the handle where no other address maps it.
     fn drop_mapping(&self, state: &mut VirtualState, handle: u64) {
         match state.aliases.get_mut(&handle) {
@@ -219,6 +277,7 @@ impl CudaVirtual {
 
     /// Releases a handle mapped nowhere; one the driver refuses is kept for the drop.
     fn release_handle(&self, state: &mut VirtualState, handle: u64) {
+        state.pages.remove(&handle);
         // SAFETY: the handle came from `cuMemCreate` on this driver, is mapped nowhere and leaves the
         // books here, so it is released once.
         if unsafe { self.context.driver().mem_release(handle) }.is_err() {
@@ -226,52 +285,47 @@ impl CudaVirtual {
         }
     }
 
-    /// Undoes a partial map: unmaps and releases the chunks just created, newest first.
-    fn undo_map(&self, state: &mut VirtualState, made: Vec<(u64, u64)>) {
-        let g = self.granularity;
-        for (at, handle) in made.into_iter().rev() {
-            // SAFETY: the chunk was mapped by this call a moment ago and never handed out, so no work uses
+    /// Undoes a partial map: unmaps and releases the pages just created (`(address, handle, bytes)`),
+    /// newest first.
+    fn undo_map(&self, state: &mut VirtualState, made: Vec<(u64, u64, u64)>) {
+        for (at, handle, bytes) in made.into_iter().rev() {
+            // SAFETY: the page was mapped by this call a moment ago and never handed out, so no work uses
             // it; it is one whole mapping.
-            match unsafe { self.context.driver().mem_unmap(at, g) } {
+            match unsafe { self.context.driver().mem_unmap(at, bytes) } {
                 Ok(()) => self.release_handle(state, handle),
                 // Still mapped: keep it in the books, so the drop unmaps it.
-                Err(_) => {
-                    state.chunks.insert(at, handle);
-                }
+                Err(_) => self.record_page(state, at, handle, bytes),
             }
         }
     }
 
-    /// Moves one chunk's physical memory from `src` to the unmapped chunk `dst`; on failure the chunk
-    /// is put back at `src` where the driver lets it (or released), and the books say where it is.
-    fn move_chunk(&self, state: &mut VirtualState, src: u64, dst: u64) -> Result<(), CudaError> {
-        let g = self.granularity;
+    /// Moves the physical memory of the page `handle`, of `bytes`, from `src` to the unmapped `dst`; on
+    /// failure the page is put back at `src` where the driver lets it (or released), and the books say
+    /// where it is.
+    fn move_page(
+        &self,
+        state: &mut VirtualState,
+        src: u64,
+        dst: u64,
+        handle: u64,
+        bytes: u64,
+    ) -> Result<(), CudaError> {
         let driver = self.context.driver();
-        let Some(&handle) = state.chunks.get(&src) else {
-            return Err(CudaError::NotHeld {
-                call: "remap",
-                addr: src,
-                len: g,
-                backend: self.context.name().to_string(),
-            });
-        };
-        // SAFETY: `src` is one whole mapping of ours; by the backend contract the caller waited for the
-        // device, so no queued work uses it.
-        unsafe { driver.mem_unmap(src, g) }?;
-        state.chunks.remove(&src);
-        // SAFETY: `dst` is an unmapped chunk inside a reserved range (checked by the caller under the same
-        // lock); `handle` is live and has `g` bytes.
-        match unsafe { driver.mem_map(dst, g, handle) } {
+        // SAFETY: `src` is one whole mapping of ours (the caller found the page there, lock held); by the
+        // backend contract the caller waited for the device, so no queued work uses it.
+        unsafe { driver.mem_unmap(src, bytes) }?;
+        self.forget_page(state, src, bytes);
+        // SAFETY: `[dst, dst + bytes)` is unmapped and inside a reserved range (checked by the caller under
+        // the same lock); `handle` is live and has `bytes` bytes.
+        match unsafe { driver.mem_map(dst, bytes, handle) } {
             Ok(()) => {
-                state.chunks.insert(dst, handle);
+                self.record_page(state, dst, handle, bytes);
                 Ok(())
             }
             Err(err) => {
                 // SAFETY: `src` was unmapped just above and nothing else maps there meanwhile (lock held).
-                match unsafe { driver.mem_map(src, g, handle) } {
-                    Ok(()) => {
-                        state.chunks.insert(src, handle);
-                    }
+                match unsafe { driver.mem_map(src, bytes, handle) } {
+                    Ok(()) => self.record_page(state, src, handle, bytes),
                     Err(_) => self.drop_mapping(state, handle),
                 }
                 Err(err)
@@ -373,101 +427,116 @@ impl Backend for CudaVirtual {
     }
 
     fn map(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
+        let g = self.granularity;
+        self.map_pages(addr, &vec![g; (size / g) as usize])
+    }
+
+    fn supports_large_pages(&self) -> bool {
+        true
+    }
+
+    fn map_pages(&self, addr: DeviceAddr, pages: &[u64]) -> vrampool::Result<()> {
         const CALL: &str = "map";
         let g = self.granularity;
+        let size: u64 = pages.iter().sum();
         let mut state = self.state.lock();
+        if let Some(&page) = pages.iter().find(|&&page| page == 0 || page % g != 0) {
+            return Err(vrampool::Error::InvalidBackendCall {
+                call: CALL,
+                reason: format!("a page of {page} bytes is not a positive multiple of the {g}-byte granularity"),
+            });
+        }
         self.check_span(&state, CALL, addr, size)?;
         self.check_chunks(&state, CALL, addr, size, false)?;
         self.context.bind()?;
         let driver = self.context.driver();
-        let mut made = Vec::with_capacity((size / g) as usize);
-        for at in (addr..addr + size).step_by(g as usize) {
-            let handle = match driver.mem_create(g) {
+        let mut made = Vec::with_capacity(pages.len());
+        let mut at = addr;
+        for &bytes in pages {
+            let handle = match driver.mem_create(bytes) {
                 Ok(handle) => handle,
                 Err(err) => {
                     self.undo_map(&mut state, made);
                     return Err(self.context.memory_error(err, size, self.held_bytes(&state)));
                 }
             };
-            // SAFETY: `at` is an unmapped chunk inside a reserved range (checked above, lock held) and
-            // `handle` was just created with one chunk's bytes.
-            if let Err(err) = unsafe { driver.mem_map(at, g, handle) } {
+            if bytes > g {
+                state.pages.insert(handle, bytes);
+            }
+            // SAFETY: `[at, at + bytes)` is unmapped and inside a reserved range (checked above, lock held)
+            // and `handle` was just created with `bytes` bytes.
+            if let Err(err) = unsafe { driver.mem_map(at, bytes, handle) } {
                 self.release_handle(&mut state, handle);
                 self.undo_map(&mut state, made);
                 return Err(err.into());
             }
-            made.push((at, handle));
+            made.push((at, handle, bytes));
+            at += bytes;
         }
-        // SAFETY: every chunk of `[addr, addr + size)` was mapped just above.
+        // SAFETY: every page of `[addr, addr + size)` was mapped just above.
         if let Err(err) = unsafe { driver.set_access(addr, size) } {
             self.undo_map(&mut state, made);
             return Err(err.into());
         }
-        state.chunks.extend(made);
+        for (at, handle, bytes) in made {
+            self.record_page(&mut state, at, handle, bytes);
+        }
         Ok(())
     }
 
     fn unmap(&self, addr: DeviceAddr, size: u64) -> vrampool::Result<()> {
         const CALL: &str = "unmap";
-        let g = self.granularity;
         let mut state = self.state.lock();
         self.check_span(&state, CALL, addr, size)?;
         self.check_chunks(&state, CALL, addr, size, true)?;
+        let pages = self.pages_in(&state, CALL, addr, size)?;
         self.context.bind()?;
         let driver = self.context.driver();
-        let mut unmapped = Vec::with_capacity((size / g) as usize);
-        for at in (addr..addr + size).step_by(g as usize) {
+        for (done, &(at, _, bytes)) in pages.iter().enumerate() {
             // SAFETY: `at` is one whole mapping of ours (checked above, lock held); by the backend contract
             // the caller waited for the device, so no queued work uses it.
-            if let Err(err) = unsafe { driver.mem_unmap(at, g) } {
+            if let Err(err) = unsafe { driver.mem_unmap(at, bytes) } {
                 // Put back what was unmapped, so the call changes nothing.
-                for &(back, handle) in &unmapped {
+                for &(back, handle, bytes) in &pages[..done] {
                     // SAFETY: `back` was unmapped by this call a moment ago; `handle` is still live.
-                    match unsafe { driver.mem_map(back, g, handle) } {
-                        Ok(()) => {}
-                        Err(_) => {
-                            state.chunks.remove(&back);
-                            self.drop_mapping(&mut state, handle);
-                        }
+                    if unsafe { driver.mem_map(back, bytes, handle) }.is_err() {
+                        self.forget_page(&mut state, back, bytes);
+                        self.drop_mapping(&mut state, handle);
                     }
                 }
                 self.grant_access_runs(&state, addr, size);
                 return Err(err.into());
             }
-            // Mapped: checked above, under the same lock.
-            if let Some(&handle) = state.chunks.get(&at) {
-                unmapped.push((at, handle));
-            }
         }
-        for (at, handle) in unmapped {
-            state.chunks.remove(&at);
+        for (at, handle, bytes) in pages {
+            self.forget_page(&mut state, at, bytes);
             self.drop_mapping(&mut state, handle);
         }
         Ok(())
     }
 
     fn remap(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> vrampool::Result<()> {
-        let g = self.granularity;
+        const CALL: &str = "remap";
         let mut state = self.state.lock();
-        self.check_transfer(&state, "remap", from, to, size)?;
-        let chunks = size / g;
+        self.check_transfer(&state, CALL, from, to, size)?;
+        let pages = self.pages_in(&state, CALL, from, size)?;
         let mut moved = 0;
         let mut outcome = Ok(());
-        while moved < chunks {
-            if let Err(err) = self.move_chunk(&mut state, from + moved * g, to + moved * g) {
+        for &(at, handle, bytes) in &pages {
+            if let Err(err) = self.move_page(&mut state, at, to + (at - from), handle, bytes) {
                 outcome = Err(err);
                 break;
             }
             moved += 1;
         }
         if outcome.is_ok() {
-            // SAFETY: every chunk of `[to, to + size)` was mapped just above.
+            // SAFETY: every page of `[to, to + size)` was mapped just above.
             outcome = unsafe { self.context.driver().set_access(to, size) };
         }
         if let Err(err) = outcome {
-            // Move back what moved, newest first, then give the old chunks their access again.
-            for i in (0..moved).rev() {
-                if self.move_chunk(&mut state, to + i * g, from + i * g).is_err() {
+            // Move back what moved, newest first, then give the old pages their access again.
+            for &(at, handle, bytes) in pages[..moved].iter().rev() {
+                if self.move_page(&mut state, to + (at - from), at, handle, bytes).is_err() {
                     break;
                 }
             }
@@ -482,19 +551,20 @@ impl Backend for CudaVirtual {
     }
 
     fn alias(&self, from: DeviceAddr, to: DeviceAddr, size: u64) -> vrampool::Result<()> {
-        let g = self.granularity;
+        const CALL: &str = "alias";
         let mut state = self.state.lock();
-        self.check_transfer(&state, "alias", from, to, size)?;
+        self.check_transfer(&state, CALL, from, to, size)?;
+        let pages = self.pages_in(&state, CALL, from, size)?;
         let driver = self.context.driver();
-        let mut made = Vec::with_capacity((size / g) as usize);
+        let mut made = Vec::with_capacity(pages.len());
         let mut outcome = Ok(());
-        for offset in (0..size).step_by(g as usize) {
-            let handle = state.chunks[&(from + offset)];
-            // SAFETY: `to + offset` is an unmapped chunk inside a reserved range (checked above, lock held);
-            // `handle` is live (mapped at `from + offset`) and has `g` bytes. Mapping it a second time
-            // leaves the first mapping, and the work queued on it, as they are.
-            match unsafe { driver.mem_map(to + offset, g, handle) } {
-                Ok(()) => made.push((to + offset, handle)),
+        for (at, handle, bytes) in pages {
+            let second = to + (at - from);
+            // SAFETY: `[second, second + bytes)` is unmapped and inside a reserved range (checked above, lock
+            // held); `handle` is live (mapped at `at`) and has `bytes` bytes. Mapping it a second time leaves
+            // the first mapping, and the work queued on it, as they are.
+            match unsafe { driver.mem_map(second, bytes, handle) } {
+                Ok(()) => made.push((second, handle, bytes)),
                 Err(err) => {
                     outcome = Err(err);
                     break;
@@ -502,19 +572,19 @@ impl Backend for CudaVirtual {
             }
         }
         if outcome.is_ok() {
-            // SAFETY: every chunk of `[to, to + size)` was mapped just above.
+            // SAFETY: every page of `[to, to + size)` was mapped just above.
             outcome = unsafe { driver.set_access(to, size) };
         }
         if let Err(err) = outcome {
-            for (at, _) in made.into_iter().rev() {
+            for (at, _, bytes) in made.into_iter().rev() {
                 // SAFETY: `at` was mapped by this call a moment ago and never handed out; the handle stays
                 // mapped at its first address.
-                let _ = unsafe { driver.mem_unmap(at, g) };
+                let _ = unsafe { driver.mem_unmap(at, bytes) };
             }
             return Err(err.into());
         }
-        for (at, handle) in made {
-            state.chunks.insert(at, handle);
+        for (at, handle, bytes) in made {
+            self.record_page(&mut state, at, handle, bytes);
             *state.aliases.entry(handle).or_insert(0) += 1;
         }
         Ok(())
@@ -523,9 +593,15 @@ impl Backend for CudaVirtual {
     forward_to_context!();
 }
 
-/// The physical chunks mapped: mapped addresses, less the second (and later) addresses of aliased handles.
-fn physical_chunks(state: &VirtualState) -> usize {
-    state.chunks.len() - state.aliases.values().map(|&extra| extra as usize).sum::<usize>()
+/// The physical chunks mapped: mapped chunks, less those at the second (and later) addresses of aliased
+/// handles.
+fn physical_chunks(state: &VirtualState, granularity: u64) -> usize {
+    let aliased: u64 = state
+        .aliases
+        .iter()
+        .map(|(handle, &extra)| u64::from(extra) * state.pages.get(handle).map_or(1, |bytes| bytes / granularity))
+        .sum();
+    state.chunks.len() - aliased as usize
 }
 
 impl_cuda_memory!(CudaVirtual);
@@ -540,12 +616,18 @@ impl Drop for CudaVirtual {
         }
         let driver = self.context.driver();
         let _ = driver.ctx_synchronize();
-        let g = self.granularity;
         let mut state = std::mem::take(self.state.get_mut());
+        let mut next = 0;
         for (at, handle) in std::mem::take(&mut state.chunks) {
-            // SAFETY: each chunk is one whole mapping of ours and the device is idle; it leaves the books
+            // The other chunks of a page are unmapped with its first.
+            if at < next {
+                continue;
+            }
+            let bytes = self.handle_bytes(&state, handle);
+            next = at + bytes;
+            // SAFETY: each page is one whole mapping of ours and the device is idle; it leaves the books
             // here, so it is unmapped once.
-            if unsafe { driver.mem_unmap(at, g) }.is_ok() {
+            if unsafe { driver.mem_unmap(at, bytes) }.is_ok() {
                 // Released with its last address; a release the driver refuses joins the orphans below.
                 self.drop_mapping(&mut state, handle);
             }

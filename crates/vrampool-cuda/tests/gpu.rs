@@ -262,6 +262,59 @@ fn remap_moves_physical_memory_with_its_bytes() {
     backend.release_range(range, 16 * g).expect("release");
 }
 
+/// Pages of several sizes (`map_pages`): each is one handle, moved, aliased and unmapped whole with its
+/// bytes; a span that cuts a page is refused and changes nothing, and one that starts where a second
+/// mapping of the same handle follows on is not taken for a cut.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn pages_of_several_sizes_move_and_alias_whole() {
+    let _gpu = gpu();
+    let backend = virtual_memory();
+    assert!(backend.supports_large_pages());
+    let g = backend.granularity().expect("granularity");
+    let range = backend.reserve_range(64 * g).expect("reserve");
+    let (free_before, _) = device().memory_info().expect("memory info");
+    let start = Instant::now();
+    backend.map_pages(range, &[4 * g, g, 2 * g]).expect("map pages of 4, 1 and 2 chunks");
+    let took = start.elapsed();
+    let (free_after, _) = device().memory_info().expect("memory info");
+    assert!(free_before - free_after >= 7 * g, "7 chunks taken from the device: {free_before} -> {free_after}");
+    assert_eq!((backend.mapped_chunks(), backend.mapped_bytes()), (7, 7 * g));
+    let first = backend.chunk_handle(range).expect("mapped");
+    assert!((1..4).all(|i| backend.chunk_handle(range + i * g) == Some(first)), "one handle for the 4-chunk page");
+    let bytes = pattern(9, (7 * g) as usize);
+    // SAFETY: the test owns the mapped range and reads it only as bytes.
+    unsafe { backend.copy_host_to_device(range, &bytes, StreamId::DEFAULT) }.expect("write");
+    backend.synchronize().expect("synchronize");
+    for (from, size) in [(range, 2 * g), (range + 2 * g, 4 * g), (range + 4 * g, 2 * g), (range + 5 * g, g)] {
+        let err = backend.remap(from, range + 32 * g, size).unwrap_err();
+        assert!(err.to_string().contains("cuts the page"), "[{from:#x}, +{size}): {err}");
+        let err = backend.unmap(from, size).unwrap_err();
+        assert!(err.to_string().contains("cuts the page"), "[{from:#x}, +{size}): {err}");
+    }
+    assert_eq!(read(&*backend, range, 7 * g), bytes, "a refused call changes nothing");
+    backend.remap(range, range + 16 * g, 7 * g).expect("remap three pages");
+    assert_eq!(backend.chunk_handle(range + 16 * g), Some(first), "the same page, at the new address");
+    assert_eq!(read(&*backend, range + 16 * g, 7 * g), bytes, "the bytes moved with the pages");
+    // A second mapping of the 4-chunk page right after its first: the span at the second starts a page.
+    backend.alias(range + 16 * g, range + 20 * g, 4 * g).unwrap_err();
+    backend.alias(range + 16 * g, range + 24 * g, 4 * g).expect("alias after the first mapping");
+    backend.unmap(range + 20 * g, 3 * g).expect("unmap the two small pages");
+    backend.alias(range + 16 * g, range + 20 * g, 4 * g).expect("alias right after the first mapping");
+    assert_eq!(backend.mapped_chunks(), 4, "aliased memory counted once");
+    assert_eq!(read(&*backend, range + 20 * g, 4 * g), bytes[..(4 * g) as usize], "the alias reads the page");
+    backend.remap(range + 20 * g, range + 40 * g, 4 * g).expect("move the second mapping whole");
+    backend.unmap(range + 16 * g, 4 * g).expect("unmap the first mapping");
+    backend.unmap(range + 24 * g, 4 * g).expect("unmap the third mapping");
+    assert_eq!(backend.mapped_chunks(), 4);
+    backend.unmap(range + 40 * g, 4 * g).expect("unmap the last mapping");
+    assert_eq!((backend.mapped_chunks(), backend.mapped_bytes()), (0, 0));
+    let (free_end, _) = device().memory_info().expect("memory info");
+    assert!(free_end + 4 * g >= free_before, "every page given back: {free_before} -> {free_end}");
+    println!("mapped pages of 4, 1 and 2 chunks of {} in {took:?}; moved, aliased and unmapped whole", human_bytes(g));
+    backend.release_range(range, 64 * g).expect("release");
+}
+
 /// On stream A, a long run of memsets into block X; X is freed on A and a block of the same size is
 /// allocated on B (the pool hands out X again) and written on B. The pool must order B's write after
 /// A's work: the bytes end as B wrote them.
