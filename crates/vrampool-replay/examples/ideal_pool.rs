@@ -193,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for path in paths {
         let trace = vrampool_trace::read_trace(&path, &Default::default())?;
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace)?;
         let mut pool = IdealPool::new(page, lag_us);
         let mut blocks = vec![(0u64, 0u64, 0u64); plan.slots as usize];
         let start = plan.times_us.first().copied().unwrap_or(0);

@@ -25,7 +25,7 @@ fn the_default_reaches_the_target_utilization_on_every_bundled_trace() {
     let mut short = Vec::new();
     for path in paths {
         let trace = vrampool_trace::read_trace(&path, &Default::default()).unwrap();
-        let plan = ReplayPlan::from_trace(&trace);
+        let plan = ReplayPlan::from_trace(&trace).unwrap();
         let result = replay(&plan, &spec, &options).unwrap();
         assert_eq!(result.ooms, 0, "{}", trace.name);
         if result.utilization < UTILIZATION {

@@ -128,7 +128,8 @@ mod tests {
                     name: "t.pickle.gz".into(),
                     events: vec![Event::new(0, EventKind::Alloc, 0x1000, 4 << 20, 0)],
                     ..Trace::default()
-                }),
+                })
+                .unwrap(),
                 &vrampool::PoolSpec::default(),
                 &ReplayOptions::default(),
             )
