@@ -11,10 +11,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const WINDOW: (u32, u32) = (1400, 4000);
 
 /// The allocators' colours in the page's stylesheet: fixed, dynamic, hybrid, PyTorch.
-const ALLOCATOR_COLOURS: [(&str, [u8; 3]); 4] = [
+const ALLOCATOR_COLOURS: [(&str, [u8; 3]); 5] = [
     ("fixed", [0xd9, 0x59, 0x0b]),
     ("dynamic", [0x1b, 0x8a, 0x5a]),
     ("hybrid", [0x6a, 0x51, 0xa3]),
+    ("adaptive", [0xb8, 0x33, 0x6a]),
     ("pytorch", [0x2b, 0x6c, 0xb0]),
 ];
 
@@ -225,8 +226,8 @@ fn the_report_renders_in_a_browser() {
     let dom = run_chromium(&page, &["--dump-dom".into()], &TempDir::new("chromium-profile").0);
     let dom = String::from_utf8(dom).expect("the DOM is text");
     let svgs = dom.matches("<svg").count();
-    // Per trace: four memory panels, the size histogram, three diagrams.
-    assert_eq!(svgs, traces.len() * 8, "SVG pictures in the rendered page");
+    // Per trace: five memory panels (the default's among them), the size histogram, four diagrams.
+    assert_eq!(svgs, traces.len() * 10, "SVG pictures in the rendered page");
     for trace in &traces {
         let name = trace.file_name().unwrap().to_string_lossy();
         assert!(dom.contains(&format!("<h2>{name}</h2>")), "a section for {name}");
