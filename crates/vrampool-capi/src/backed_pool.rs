@@ -12,10 +12,10 @@ use crate::error::CapiError;
 use crate::known_streams::KnownStreams;
 use crate::pool_counters::Counters;
 
-/// The most segments the JSON report lists ([`BackedPool::to_json`]): 1024.
+/// The most segments the JSON report lists (`vrampool_pool_stats_json`): 1024.
 pub const MAX_REPORTED_SEGMENTS: usize = 1024;
 
-/// The most live blocks the JSON report lists ([`BackedPool::to_json`]): 4096, so that the report of a
+/// The most live blocks the JSON report lists (`vrampool_pool_stats_json`): 4096, so that the report of a
 /// pool of millions of blocks takes less than a megabyte.
 pub const MAX_REPORTED_BLOCKS: usize = 4096;
 
