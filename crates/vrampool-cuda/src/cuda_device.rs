@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use vrampool::{Backend, DeviceAddr};
+use vrampool::{Backend, DeviceAddr, DriverClock};
 
 use crate::context::{DeviceContext, forward_to_context};
 use crate::driver::{CudaDriver, Driver};
@@ -56,6 +56,10 @@ impl CudaDevice {
 }
 
 impl Backend for CudaDevice {
+    fn driver_clock(&self) -> DriverClock {
+        DriverClock::Wall
+    }
+
     fn segment_unit(&self) -> u64 {
         MEM_ALLOC_PAGE
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use vrampool::{Backend, DeviceAddr};
+use vrampool::{Backend, DeviceAddr, DriverClock};
 
 use crate::context::{DeviceContext, forward_to_context};
 use crate::driver::{CudaDriver, Driver};
@@ -357,6 +357,10 @@ impl CudaVirtual {
 }
 
 impl Backend for CudaVirtual {
+    fn driver_clock(&self) -> DriverClock {
+        DriverClock::Wall
+    }
+
     fn segment_unit(&self) -> u64 {
         MEM_ALLOC_PAGE
     }

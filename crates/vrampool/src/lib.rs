@@ -59,7 +59,7 @@ mod units;
 pub use adaptive::{AdaptiveConfig, AdaptivePool};
 pub use any_pool::AnyPool;
 pub use backend::{
-    Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan, HOST_ADDRESS_SPACE, HostMemory,
+    Backend, CostModel, DeviceAddr, DeviceCounters, DriverClock, EventId, FaultPlan, HOST_ADDRESS_SPACE, HostMemory,
     HostMemoryConfig, POISON, SIM_ADDRESS_SPACE, SimDevice, SimDeviceConfig,
 };
 pub use buffer::Buffer;

@@ -603,3 +603,46 @@ fn adaptive_pages_grow_with_the_pool() {
     assert!(counters.driver_time_ns * 3 < at_granularity * 2, "{} against {at_granularity}", counters.driver_time_ns);
     assert!(pool.stats().reserved_bytes.current <= 64 * 64 * MIB + 64 * MIB, "{:?}", pool.stats());
 }
+
+/// A churn of spread sizes, one request a microsecond on the simulated device's clock, through a pool
+/// sizing its own pages with a budget of `per_mille` thousandths of the time for moving idle pages: the
+/// pool's peak reserved bytes, its chunks moved, and the device calls it made.
+fn churn_with_a_budget(per_mille: u64) -> (u64, u64, u64) {
+    let device = Arc::new(SimDevice::default());
+    let policy = vrampool::PagePolicy { driver_per_mille: per_mille, ..vrampool::PagePolicy::default() };
+    let config = DynamicConfig::default().initial_size(0).paging(vrampool::Paging::Adaptive(policy));
+    let pool = DynamicPool::new(device.clone(), config).unwrap();
+    let mut seed = 7u64;
+    let mut size = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        // Log-uniform over 256 B to 8 MiB.
+        (256.0 * (15.0 * (seed % 10_000) as f64 / 10_000.0).exp2()) as u64
+    };
+    let mut live: Vec<u64> = Vec::new();
+    // One request a microsecond.
+    for i in 0..20_000u64 {
+        device.advance_clock(i as i64);
+        if live.len() == 200 {
+            let slot = (i * 7919 % 200) as usize;
+            pool.free(live.swap_remove(slot)).unwrap();
+        }
+        live.push(pool.alloc(size()).unwrap().addr);
+    }
+    let stats = pool.stats();
+    (stats.reserved_bytes.peak, stats.chunks_moved, device.counters().memory_calls())
+}
+
+/// Over its budget of driver time, a pool sizing its own pages stops moving idle pages for each block that
+/// lands where pages are missing and maps larger pages instead: a churn back to back makes a fraction of
+/// the device calls, for more memory; a pool without a clock (or with a budget of the whole time) moves as
+/// before.
+#[test]
+fn a_budget_of_driver_time_bounds_the_moves_of_a_churn_back_to_back() {
+    let (bounded_peak, bounded_moves, bounded_calls) = churn_with_a_budget(10);
+    let (free_peak, free_moves, free_calls) = churn_with_a_budget(1000);
+    assert!(bounded_moves * 5 < free_moves, "moves: {bounded_moves} with the budget, {free_moves} without");
+    assert!(bounded_calls < free_calls, "device calls: {bounded_calls} with the budget, {free_calls} without");
+    assert!(bounded_peak >= free_peak, "the moves saved memory: {bounded_peak} against {free_peak}");
+}

@@ -11,12 +11,14 @@
 
 mod cost_model;
 mod device_ledger;
+mod driver_clock;
 mod fault_plan;
 mod host_memory;
 mod sim_device;
 
 pub use crate::counters::DeviceCounters;
 pub use cost_model::CostModel;
+pub use driver_clock::DriverClock;
 pub use fault_plan::FaultPlan;
 pub use host_memory::{HOST_ADDRESS_SPACE, HostMemory, HostMemoryConfig, POISON};
 pub use sim_device::{SIM_ADDRESS_SPACE, SimDevice, SimDeviceConfig};
@@ -87,6 +89,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn map(&self, addr: DeviceAddr, size: u64) -> Result<()> {
         let _ = (addr, size);
         Err(self.unsupported("map"))
+    }
+
+    /// How the device's memory calls are timed, for a pool that bounds the time of its optional device work
+    /// ([`DriverClock`]). Default: [`DriverClock::Untimed`].
+    fn driver_clock(&self) -> DriverClock {
+        DriverClock::Untimed
     }
 
     /// Whether [`Backend::map_pages`] takes pages larger than the granularity.

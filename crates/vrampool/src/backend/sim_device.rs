@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::device_ledger::DeviceLedger;
-use super::{Backend, CostModel, DeviceAddr, DeviceCounters, EventId, FaultPlan};
+use super::{Backend, CostModel, DeviceAddr, DeviceCounters, DriverClock, EventId, FaultPlan};
 use crate::error::{Error, Result};
 use crate::stream::StreamId;
 use crate::units::MIB;
@@ -135,6 +135,8 @@ struct SimStreams {
     waits: Vec<(StreamId, EventId)>,
     lag_us: i64,
     clock_us: i64,
+    /// The trace's time, once a replay has set it ([`SimDevice::advance_clock`]).
+    trace_clock_us: Option<i64>,
 }
 
 impl SimStreams {
@@ -226,11 +228,14 @@ impl SimDevice {
     }
 
     /// Moves the device's clock to `now_us` (microseconds; it never goes back): with a GPU lag, the events
-    /// recorded at least the lag before complete. A replay sets it to each trace event's time.
+    /// recorded at least the lag before complete; and the device's [`DriverClock`] is the trace's time from
+    /// then on. A replay sets it to each trace event's time.
     pub fn advance_clock(&self, now_us: i64) {
+        let mut state = self.state.lock();
+        let streams = &mut state.streams;
+        streams.trace_clock_us = Some(streams.trace_clock_us.map_or(now_us, |clock| clock.max(now_us)));
         if self.lagging {
-            let mut state = self.state.lock();
-            state.streams.clock_us = state.streams.clock_us.max(now_us);
+            streams.clock_us = streams.clock_us.max(now_us);
         }
     }
 
@@ -269,6 +274,18 @@ impl SimDevice {
 }
 
 impl Backend for SimDevice {
+    fn driver_clock(&self) -> DriverClock {
+        let state = self.state.lock();
+        match state.streams.trace_clock_us {
+            // Times before the trace's zero read as zero: the clock only has to move forward.
+            Some(now_us) => DriverClock::Simulated {
+                now_ns: u64::try_from(now_us).unwrap_or(0).saturating_mul(1000),
+                driver_ns: state.ledger.counters().driver_time_ns,
+            },
+            None => DriverClock::Untimed,
+        }
+    }
+
     fn name(&self) -> String {
         "sim".into()
     }

@@ -21,11 +21,30 @@ pub struct PagePolicy {
     pub pages_per_pool: u64,
     /// The largest page in bytes. Default: 1 GiB.
     pub largest: u64,
+    /// The share of the time, in thousandths, that moving and aliasing idle pages may take on a device whose
+    /// calls are timed ([`crate::Backend::driver_clock`]): the time since the pool first read the clock.
+    /// Past it, a block that lacks pages gets new ones instead, [`PagePolicy::thrifty_doublings`] times
+    /// larger, until the moves are within their share again. 1000 or more: no bound. Default: 10 (1%, the
+    /// driver time the pool is meant to stay within).
+    #[serde(default = "default_driver_per_mille")]
+    pub driver_per_mille: u64,
+    /// How many times new pages are doubled (up to [`PagePolicy::largest`]) while moves are over their share
+    /// of the time, so that the blocks that come next find memory mapped. Default: 2 (pages 4 times larger).
+    #[serde(default = "default_thrifty_doublings")]
+    pub thrifty_doublings: u32,
+}
+
+fn default_driver_per_mille() -> u64 {
+    PagePolicy::default().driver_per_mille
+}
+
+fn default_thrifty_doublings() -> u32 {
+    PagePolicy::default().thrifty_doublings
 }
 
 impl Default for PagePolicy {
     fn default() -> Self {
-        PagePolicy { pages_per_pool: 256, largest: GIB }
+        PagePolicy { pages_per_pool: 256, largest: GIB, driver_per_mille: 10, thrifty_doublings: 2 }
     }
 }
 
@@ -38,6 +57,13 @@ impl PagePolicy {
         let largest = self.largest.max(granularity);
         let chunks = (share.min(largest) / granularity.max(1)).max(1);
         chunks.ilog2()
+    }
+
+    /// log2 of the chunks of a new page while moves are over their share of the time: [`PagePolicy::order`]
+    /// with [`PagePolicy::thrifty_doublings`] more doublings, never past [`PagePolicy::largest`].
+    pub fn thrifty_order(&self, reserved: u64, granularity: u64) -> u32 {
+        let most = (self.largest.max(granularity) / granularity.max(1)).max(1).ilog2();
+        self.order(reserved, granularity).saturating_add(self.thrifty_doublings).min(most)
     }
 }
 
@@ -56,7 +82,11 @@ mod tests {
         assert_eq!(p.order(5 * GIB, g), 3, "20 MiB a page: 16 MiB");
         assert_eq!(p.order(40 * GIB, g), 6, "160 MiB a page: 128 MiB");
         assert_eq!(p.order(1 << 50, g), 9, "1 GiB at most");
-        let tiny = PagePolicy { pages_per_pool: 0, largest: 0 };
+        let tiny = PagePolicy { pages_per_pool: 0, largest: 0, ..PagePolicy::default() };
         assert_eq!(tiny.order(1 << 40, g), 0, "a largest page under the granularity is the granularity");
+        assert_eq!(tiny.thrifty_order(1 << 40, g), 0);
+        assert_eq!(p.thrifty_order(0, g), 2, "4 chunks a page while over budget");
+        assert_eq!(p.thrifty_order(5 * GIB, g), 5);
+        assert_eq!(p.thrifty_order(1 << 50, g), 9, "never past the largest");
     }
 }

@@ -7,12 +7,14 @@
 
 mod chunk_map;
 mod chunk_set;
+mod driver_budget;
 mod page_plan;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use chunk_map::{ChunkMap, chunk_count};
+use driver_budget::DriverBudget;
 use page_plan::{PageMove, Shortfall, cover, move_batches, new_pages, page_batches};
 
 use super::config::{DynamicConfig, Paging};
@@ -72,6 +74,9 @@ pub(super) struct VirtualSpace {
     avoid_retiring: bool,
     /// The page sizes of [`Paging::Adaptive`]; `None` for the device's pages.
     pages: Option<PagePolicy>,
+    /// The time moves of idle pages took, against their share of it ([`PagePolicy::driver_per_mille`]; no
+    /// bound for the device's pages).
+    budget: DriverBudget,
 }
 
 /// Chunks mapped ahead of need ([`VirtualSpace::plan_ahead`]): planned under the pool's lock, mapped by
@@ -161,6 +166,10 @@ impl VirtualSpace {
                 Paging::Device => None,
                 Paging::Adaptive(policy) => Some(policy),
             },
+            budget: DriverBudget::new(match config.paging {
+                Paging::Device => u64::MAX,
+                Paging::Adaptive(policy) => policy.driver_per_mille,
+            }),
         })
     }
 
@@ -442,22 +451,12 @@ impl VirtualSpace {
     ) -> Result<Outcome> {
         self.unmap_retired(&missing, device)?;
         let mut short = Shortfall::new(block, missing);
-        if self.reclaim_idle && self.chunks.idle_chunks() > 0 {
-            let safe = self.safe_idle_pages(device)?;
-            self.move_pages(safe, &mut short, device)?;
-            if !short.missing.is_empty() && self.chunks.idle_chunks() > 0 {
-                if let Some(stream) = self.alias_stream(device) {
-                    let busy = self.chunks.idle_pages(usize::MAX, false);
-                    self.alias_pages(stream, busy, &mut short, device)?;
-                } else if self.wait_for_idle {
-                    let need = chunk_count(&short.missing).min(self.chunks.idle_chunks());
-                    ReservedCounters::timed(&device.counters.rare.wait_time_ns, || {
-                        self.wait_for_idle_chunks(need, device)
-                    })?;
-                    let safe = self.chunks.idle_pages(usize::MAX, true);
-                    self.move_pages(safe, &mut short, device)?;
-                }
-            }
+        let thrifty = self.budget.overspent(&*device.backend);
+        if self.reclaim_idle && self.chunks.idle_chunks() > 0 && !thrifty {
+            let mark = self.budget.mark(&*device.backend);
+            let moved = self.move_idle_pages(&mut short, device);
+            self.budget.spend(&*device.backend, mark);
+            moved?;
         }
         let Shortfall { block, missing, claims } = short;
         if missing.is_empty() {
@@ -471,9 +470,13 @@ impl VirtualSpace {
         let mut pages = Vec::new();
         for attempt in 0..2 {
             let reserved = self.chunks.mapped_bytes() + pending;
-            let order = match attempt {
-                0 if device.backend.supports_large_pages() => {
-                    self.pages.map_or(0, |policy| policy.order(reserved, granularity))
+            let order = match (attempt, self.pages) {
+                (0, Some(policy)) if device.backend.supports_large_pages() => {
+                    if thrifty {
+                        policy.thrifty_order(reserved, granularity)
+                    } else {
+                        policy.order(reserved, granularity)
+                    }
                 }
                 _ => 0,
             };
@@ -514,6 +517,28 @@ impl VirtualSpace {
         self.chunks.count_growth();
         device.counters.rare.growths.fetch_add(1, Ordering::Relaxed);
         Ok(Outcome::Backed)
+    }
+
+    /// Moves idle pages under the chunks the block of `short` lacks: those safe to move first, then (on one
+    /// stream) those queued work may still use, aliased, or (on several, [`DynamicConfig::wait_for_idle`])
+    /// those the device is waited for. Leaves in `short` what the block still lacks.
+    fn move_idle_pages(&mut self, short: &mut Shortfall, device: &PoolDevice) -> Result<()> {
+        let safe = self.safe_idle_pages(device)?;
+        self.move_pages(safe, short, device)?;
+        if !short.missing.is_empty() && self.chunks.idle_chunks() > 0 {
+            if let Some(stream) = self.alias_stream(device) {
+                let busy = self.chunks.idle_pages(usize::MAX, false);
+                self.alias_pages(stream, busy, short, device)?;
+            } else if self.wait_for_idle {
+                let need = chunk_count(&short.missing).min(self.chunks.idle_chunks());
+                ReservedCounters::timed(&device.counters.rare.wait_time_ns, || {
+                    self.wait_for_idle_chunks(need, device)
+                })?;
+                let safe = self.chunks.idle_pages(usize::MAX, true);
+                self.move_pages(safe, short, device)?;
+            }
+        }
+        Ok(())
     }
 
     /// Moves the whole idle pages of `sources` (safe to move) under the chunks the block of `short` lacks
