@@ -2,6 +2,7 @@
 //! cost model, and calls can be made to fail.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -135,8 +136,6 @@ struct SimStreams {
     waits: Vec<(StreamId, EventId)>,
     lag_us: i64,
     clock_us: i64,
-    /// The trace's time, once a replay has set it ([`SimDevice::advance_clock`]).
-    trace_clock_us: Option<i64>,
 }
 
 impl SimStreams {
@@ -173,8 +172,14 @@ pub struct SimDevice {
     granularity: Option<u64>,
     segment_unit: u64,
     lagging: bool,
+    /// The trace's time in microseconds once a replay has set it ([`SimDevice::advance_clock`]);
+    /// [`NO_TRACE_CLOCK`] before. An atomic of its own, so that keeping it costs a replay no lock.
+    trace_clock_us: AtomicI64,
     state: Mutex<SimState>,
 }
+
+/// [`SimDevice`]'s trace clock before a replay sets it.
+const NO_TRACE_CLOCK: i64 = i64::MIN;
 
 impl Default for SimDevice {
     fn default() -> Self {
@@ -197,6 +202,7 @@ impl SimDevice {
             granularity: config.granularity,
             segment_unit: config.segment_unit.max(1),
             lagging: config.gpu_lag_us > 0,
+            trace_clock_us: AtomicI64::new(NO_TRACE_CLOCK),
             state: Mutex::new(SimState {
                 ledger,
                 streams: SimStreams {
@@ -231,11 +237,13 @@ impl SimDevice {
     /// recorded at least the lag before complete; and the device's [`DriverClock`] is the trace's time from
     /// then on. A replay sets it to each trace event's time.
     pub fn advance_clock(&self, now_us: i64) {
-        let mut state = self.state.lock();
-        let streams = &mut state.streams;
-        streams.trace_clock_us = Some(streams.trace_clock_us.map_or(now_us, |clock| clock.max(now_us)));
+        let now_us = now_us.max(NO_TRACE_CLOCK + 1);
+        if now_us > self.trace_clock_us.load(Ordering::Relaxed) {
+            self.trace_clock_us.fetch_max(now_us, Ordering::Relaxed);
+        }
         if self.lagging {
-            streams.clock_us = streams.clock_us.max(now_us);
+            let mut state = self.state.lock();
+            state.streams.clock_us = state.streams.clock_us.max(now_us);
         }
     }
 
@@ -275,14 +283,13 @@ impl SimDevice {
 
 impl Backend for SimDevice {
     fn driver_clock(&self) -> DriverClock {
-        let state = self.state.lock();
-        match state.streams.trace_clock_us {
+        match self.trace_clock_us.load(Ordering::Relaxed) {
+            NO_TRACE_CLOCK => DriverClock::Untimed,
             // Times before the trace's zero read as zero: the clock only has to move forward.
-            Some(now_us) => DriverClock::Simulated {
+            now_us => DriverClock::Simulated {
                 now_ns: u64::try_from(now_us).unwrap_or(0).saturating_mul(1000),
-                driver_ns: state.ledger.counters().driver_time_ns,
+                driver_ns: self.state.lock().ledger.counters().driver_time_ns,
             },
-            None => DriverClock::Untimed,
         }
     }
 
