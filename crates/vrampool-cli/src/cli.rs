@@ -144,12 +144,17 @@ pub struct ReportArgs {
 /// `vrampool bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Print a JSON array of `{strategy, pattern, ns_per_op}` instead of a table.
+    /// Print a JSON array instead of a table: `{strategy, pattern, ns_per_op}`, or with `--threads`
+    /// `{strategy, threads, ops_per_second, vs_one_thread}`.
     #[arg(long)]
     pub json: bool,
     /// About how long to run, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Time, instead of one thread's latency, the throughput of a churn that 1, 2, 4, ... up to N threads run
+    /// on one pool at once, each on a stream of its own and freeing some blocks the others made (1 to 1024).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {

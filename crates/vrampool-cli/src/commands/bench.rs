@@ -3,14 +3,16 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use vrampool::{
     AdaptiveConfig, AdaptivePool, DynamicConfig, DynamicPool, FixedConfig, FixedPool, HybridConfig, HybridPool, MIB,
     Pool, SimDevice,
 };
-use vrampool_bench::{ChurnSequence, OffsetReference, Pattern, PoolChurn, run_pair, run_pool};
+use vrampool_bench::{
+    ChurnSequence, HANDOFF_EVERY, OffsetReference, Pattern, PoolChurn, run_pair, run_pool, shared_churn_throughput,
+};
 
 use crate::cli::BenchArgs;
 use crate::error::Result;
@@ -32,8 +34,12 @@ fn ops_for(seconds: f64, trial_ns: f64) -> u64 {
     ((seconds * 1e9 / BATCHES as f64 / trial_ns.max(1.0)) as u64).clamp(100, 5_000_000)
 }
 
-/// Runs every pattern on every pool and on offset-allocator, and prints the medians.
+/// Runs every pattern on every pool and on offset-allocator, and prints the medians; with `--threads`, the
+/// churn on several threads at once ([`run_threads`]).
 pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
+    if let Some(threads) = args.threads {
+        return run_threads(args, usize::from(threads), out);
+    }
     let started = Instant::now();
     let sim = || Arc::new(SimDevice::default());
     // Blocks of 8 MiB hold every size of every pattern.
@@ -95,4 +101,112 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         started.elapsed().as_secs_f64()
     )?;
     Ok(())
+}
+
+/// Live blocks per thread of the churn on several threads: 125, so that sixteen threads hold about as many
+/// blocks (and bytes) as the one-thread churn's 1000 live blocks, twice over.
+const LIVE_PER_THREAD: usize = 125;
+
+/// One thread count of one pool, with `--threads`.
+#[derive(Debug, Serialize)]
+struct Scaling {
+    strategy: String,
+    threads: usize,
+    ops_per_second: f64,
+    vs_one_thread: f64,
+}
+
+/// The thread counts timed up to `most`: the powers of two below it, and it.
+fn thread_counts(most: usize) -> Vec<usize> {
+    let mut counts: Vec<usize> =
+        std::iter::successors(Some(1usize), |n| n.checked_mul(2)).take_while(|&n| n < most).collect();
+    counts.push(most);
+    counts
+}
+
+/// Times the churn on 1, 2, 4, ... up to `most` threads at once on each strategy and the default
+/// ([`vrampool_bench::shared_churn_throughput`]: each thread on a stream of its own, `LIVE_PER_THREAD` live
+/// blocks of 256 B to 8 MiB, one free in eight done by the next thread), and prints operations per second
+/// and the ratio to one thread. Each pool is new for each thread count, and warmed by a short run first.
+fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()> {
+    let started = Instant::now();
+    let counts = thread_counts(most);
+    let names = ["fixed", "dynamic", "hybrid", "adaptive"];
+    let per_measurement = Duration::from_secs_f64((args.seconds * 0.8 / (names.len() * counts.len()) as f64).max(0.02));
+    let mut results: Vec<Scaling> = Vec::new();
+    for name in names {
+        let mut one = None;
+        for &threads in &counts {
+            let pool = threads_pool(name)?;
+            shared_churn_throughput(&*pool, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
+            let result = shared_churn_throughput(&*pool, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
+            let one = *one.get_or_insert(result.ops_per_second);
+            results.push(Scaling {
+                strategy: name.into(),
+                threads,
+                ops_per_second: result.ops_per_second,
+                vs_one_thread: result.ops_per_second / one,
+            });
+        }
+    }
+    if args.json {
+        outln!(out, "{}", serde_json::to_string_pretty(&results).expect("plain data"))?;
+        return Ok(());
+    }
+    let mut table = Table::new(&["strategy", "threads", "M ops/s", "vs 1 thread"]);
+    for r in &results {
+        table.row(vec![
+            r.strategy.clone(),
+            r.threads.to_string(),
+            format!("{:.2}", r.ops_per_second / 1e6),
+            format!("{:.2}x", r.vs_one_thread),
+        ]);
+    }
+    outln!(out, "{}", table.render())?;
+    outln!(
+        out,
+        "a churn on each thread at once, each on a stream of its own ({LIVE_PER_THREAD} live blocks of 256 B to 8 \
+         MiB, one free in {HANDOFF_EVERY} done by the next thread); operations (allocations and frees) per second \
+         of all threads together; {} CPUs; simulated device; {:.1} s",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        started.elapsed().as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// A new pool of strategy `name` on a simulated H200 for the churn on several threads: the fixed pool's
+/// blocks of 8 MiB hold every size; the others as configured by default.
+fn threads_pool(name: &str) -> Result<Box<dyn Pool>> {
+    let sim = Arc::new(SimDevice::default());
+    Ok(match name {
+        "fixed" => Box::new(FixedPool::new(sim, FixedConfig::default().block_size(8 * MIB).block_count(4096))?),
+        "dynamic" => Box::new(DynamicPool::new(sim, DynamicConfig::default())?),
+        "hybrid" => Box::new(HybridPool::new(sim, HybridConfig::default())?),
+        _ => Box::new(AdaptivePool::new(sim, AdaptiveConfig::default())?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts_are_powers_of_two_up_to_the_most() {
+        assert_eq!(thread_counts(1), vec![1]);
+        assert_eq!(thread_counts(8), vec![1, 2, 4, 8]);
+        assert_eq!(thread_counts(12), vec![1, 2, 4, 8, 12]);
+    }
+
+    #[test]
+    fn every_strategy_runs_on_several_threads_and_prints_a_row_each() {
+        let args = BenchArgs { json: true, seconds: 0.2, threads: Some(3) };
+        let mut out = Vec::new();
+        run(&args, &mut out).unwrap();
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(rows.len(), 4 * 3, "{rows:?}");
+        for row in &rows {
+            assert!(row["ops_per_second"].as_f64().unwrap() > 0.0, "{row}");
+        }
+        assert!(rows.iter().filter(|r| r["threads"] == 1).all(|r| r["vs_one_thread"] == 1.0));
+    }
 }

@@ -1,0 +1,112 @@
+//! Throughput of a pool that several threads churn at once, each on a stream of its own, freeing blocks the
+//! others made.
+
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use vrampool::{DEFAULT_ALIGNMENT, Pool, StreamId};
+
+use crate::churn_sequence::ChurnSequence;
+use crate::thread_scaling::ThreadScaling;
+
+/// One step in this many hands the block it would free to the next thread, which frees it.
+pub const HANDOFF_EVERY: usize = 8;
+
+/// Steps between two looks at a thread's mailbox (and between two looks at the clock).
+const CHUNK: u64 = 256;
+
+/// Runs `threads` threads on `pool` for about `duration`. Thread `t` allocates on stream `t + 1` a churn of
+/// `live` blocks of log-uniform sizes from 256 B to `max_size` (its own sequence); each step frees one of its
+/// blocks and allocates one, except that one step in [`HANDOFF_EVERY`] hands its block to the next thread
+/// instead, which frees it (on the block's stream, from another thread) at its next look at its mailbox.
+/// Returns the operations per second of all threads together, an operation being one allocation or one
+/// free; every block is freed before it returns.
+///
+/// # Panics
+/// Where the pool refuses an allocation or a free of the churn.
+pub fn shared_churn_throughput<P: Pool + ?Sized>(
+    pool: &P,
+    threads: usize,
+    live: usize,
+    max_size: u64,
+    duration: Duration,
+) -> ThreadScaling {
+    let threads = threads.max(1);
+    let mailboxes: Vec<Mutex<Vec<u64>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+    let barrier = Barrier::new(threads);
+    let results: Vec<(u64, Duration)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, mailboxes) = (&barrier, &mailboxes);
+                scope.spawn(move || {
+                    let stream = StreamId(t as u64 + 1);
+                    let sequence = ChurnSequence::new(live, 256, max_size, t as u64 + 1);
+                    let allocate =
+                        |size: u64| pool.allocate(size, DEFAULT_ALIGNMENT, stream).expect("the pool holds the churn");
+                    let mut blocks: Vec<u64> = sequence.initial.iter().map(|&size| allocate(size).addr).collect();
+                    let next = &mailboxes[(t + 1) % threads];
+                    let mut handed = Vec::new();
+                    let mut step = 0;
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut ops = 0;
+                    while start.elapsed() < duration {
+                        for _ in 0..CHUNK {
+                            let (victim, size) = sequence.steps[step % sequence.steps.len()];
+                            if step % HANDOFF_EVERY == 0 {
+                                handed.push(blocks[victim]);
+                            } else {
+                                pool.free(blocks[victim]).expect("a live block frees");
+                                ops += 1;
+                            }
+                            blocks[victim] = allocate(size).addr;
+                            ops += 1;
+                            step += 1;
+                        }
+                        next.lock().expect("a mailbox").append(&mut handed);
+                        let mine = std::mem::take(&mut *mailboxes[t].lock().expect("a mailbox"));
+                        for addr in mine {
+                            pool.free(addr).expect("a handed block frees");
+                            ops += 1;
+                        }
+                    }
+                    let took = start.elapsed();
+                    for addr in blocks {
+                        pool.free(addr).expect("a live block frees");
+                    }
+                    (ops, took)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("a bench thread")).collect()
+    });
+    for mailbox in &mailboxes {
+        for addr in std::mem::take(&mut *mailbox.lock().expect("a mailbox")) {
+            pool.free(addr).expect("a handed block frees");
+        }
+    }
+    let longest = results.iter().map(|r| r.1).max().unwrap_or(duration);
+    let ops: u64 = results.iter().map(|r| r.0).sum();
+    ThreadScaling { threads, ops_per_second: ops as f64 / longest.as_secs_f64() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use vrampool::{AdaptiveConfig, AdaptivePool, SimDevice};
+
+    use super::*;
+
+    #[test]
+    fn threads_free_each_others_blocks_and_leave_the_pool_empty() {
+        let pool = AdaptivePool::new(Arc::new(SimDevice::default()), AdaptiveConfig::default()).unwrap();
+        for threads in [1, 3] {
+            let result = shared_churn_throughput(&pool, threads, 50, 1 << 20, Duration::from_millis(30));
+            assert_eq!(result.threads, threads);
+            assert!(result.ops_per_second > 0.0);
+            assert_eq!(pool.stats().allocated_bytes.current, 0, "{threads} threads left blocks live");
+        }
+        assert!(pool.stats().allocations > 3 * 50, "{:?}", pool.stats());
+    }
+}
