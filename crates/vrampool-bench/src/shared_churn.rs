@@ -1,13 +1,13 @@
 //! Throughput of a pool that several threads churn at once, each on a stream of its own, freeing blocks the
 //! others made.
 
-use std::sync::{Barrier, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use vrampool::{DEFAULT_ALIGNMENT, Pool, StreamId};
 
 use crate::churn_sequence::ChurnSequence;
-use crate::thread_scaling::ThreadScaling;
+use crate::thread_scaling::{ThreadScaling, on_threads};
 
 /// One step in this many hands the block it would free to the next thread, which frees it.
 pub const HANDOFF_EVERY: usize = 8;
@@ -33,61 +33,49 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
 ) -> ThreadScaling {
     let threads = threads.max(1);
     let mailboxes: Vec<Mutex<Vec<u64>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
-    let barrier = Barrier::new(threads);
-    let results: Vec<(u64, Duration)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let (barrier, mailboxes) = (&barrier, &mailboxes);
-                scope.spawn(move || {
-                    let stream = StreamId(t as u64 + 1);
-                    let sequence = ChurnSequence::new(live, 256, max_size, t as u64 + 1);
-                    let allocate =
-                        |size: u64| pool.allocate(size, DEFAULT_ALIGNMENT, stream).expect("the pool holds the churn");
-                    let mut blocks: Vec<u64> = sequence.initial.iter().map(|&size| allocate(size).addr).collect();
-                    let next = &mailboxes[(t + 1) % threads];
-                    let mut handed = Vec::new();
-                    let mut step = 0;
-                    barrier.wait();
-                    let start = Instant::now();
-                    let mut ops = 0;
-                    while start.elapsed() < duration {
-                        for _ in 0..CHUNK {
-                            let (victim, size) = sequence.steps[step % sequence.steps.len()];
-                            if step % HANDOFF_EVERY == 0 {
-                                handed.push(blocks[victim]);
-                            } else {
-                                pool.free(blocks[victim]).expect("a live block frees");
-                                ops += 1;
-                            }
-                            blocks[victim] = allocate(size).addr;
-                            ops += 1;
-                            step += 1;
-                        }
-                        next.lock().expect("a mailbox").append(&mut handed);
-                        let mine = std::mem::take(&mut *mailboxes[t].lock().expect("a mailbox"));
-                        for addr in mine {
-                            pool.free(addr).expect("a handed block frees");
-                            ops += 1;
-                        }
-                    }
-                    let took = start.elapsed();
-                    for addr in blocks {
-                        pool.free(addr).expect("a live block frees");
-                    }
-                    (ops, took)
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().expect("a bench thread")).collect()
+    let (ops, longest) = on_threads(threads, |t, barrier| {
+        let stream = StreamId(t as u64 + 1);
+        let sequence = ChurnSequence::new(live, 256, max_size, t as u64 + 1);
+        let allocate = |size: u64| pool.allocate(size, DEFAULT_ALIGNMENT, stream).expect("the pool holds the churn");
+        let mut blocks: Vec<u64> = sequence.initial.iter().map(|&size| allocate(size).addr).collect();
+        let next = &mailboxes[(t + 1) % threads];
+        let mut handed = Vec::new();
+        let mut step = 0;
+        barrier.wait();
+        let start = Instant::now();
+        let mut ops = 0;
+        while start.elapsed() < duration {
+            for _ in 0..CHUNK {
+                let (victim, size) = sequence.steps[step % sequence.steps.len()];
+                if step % HANDOFF_EVERY == 0 {
+                    handed.push(blocks[victim]);
+                } else {
+                    pool.free(blocks[victim]).expect("a live block frees");
+                    ops += 1;
+                }
+                blocks[victim] = allocate(size).addr;
+                ops += 1;
+                step += 1;
+            }
+            next.lock().expect("a mailbox").append(&mut handed);
+            let mine = std::mem::take(&mut *mailboxes[t].lock().expect("a mailbox"));
+            for addr in mine {
+                pool.free(addr).expect("a handed block frees");
+                ops += 1;
+            }
+        }
+        let took = start.elapsed();
+        for addr in blocks {
+            pool.free(addr).expect("a live block frees");
+        }
+        (ops, took)
     });
     for mailbox in &mailboxes {
         for addr in std::mem::take(&mut *mailbox.lock().expect("a mailbox")) {
             pool.free(addr).expect("a handed block frees");
         }
     }
-    let longest = results.iter().map(|r| r.1).max().unwrap_or(duration);
-    let ops: u64 = results.iter().map(|r| r.0).sum();
-    ThreadScaling { threads, ops_per_second: ops as f64 / longest.as_secs_f64() }
+    ThreadScaling { threads, ops_per_second: ops as f64 / longest.unwrap_or(duration).as_secs_f64() }
 }
 
 #[cfg(test)]
