@@ -135,12 +135,12 @@ pub fn replay_on(
     let mut busy = Duration::ZERO;
     // A simulated GPU keeps the trace's time, for its lag and for the clock the pool times its optional device
     // work by (the clock's upkeep is counted in the pool's time).
-    let lagging = target.simulated.as_deref();
+    let simulated = target.simulated.as_deref();
     for (chunk_index, chunk) in plan.operations.chunks(step).enumerate() {
         let first = chunk_index * step;
         let mut started = Instant::now();
         for (i, op) in chunk.iter().enumerate() {
-            if let Some(sim) = lagging {
+            if let Some(sim) = simulated {
                 sim.advance_clock(plan.times_us[first + i]);
             }
             run(pool, *op, &mut addrs, &mut sizes).map_err(pool_error)?;
