@@ -1,18 +1,18 @@
 //! Stream-ordered reuse: a block freed on one stream is reused on another only after the work the
 //! freeing stream had queued before the free.
 //!
-//! While a pool has seen a single stream, nothing is recorded: reuse on the same stream is safe by stream
-//! order. Once a second stream appears, every free records an event on its stream, and a reuse on another
-//! stream either finds that event complete or makes the new stream wait on it (never blocking the host).
-//! A block freed before the second stream appeared is covered by an event recorded on its stream at the
-//! first cross-stream reuse, which comes later than the free and so orders after it.
+//! Reuse on the stream that freed a block is safe by stream order and needs nothing. A reuse on another
+//! stream needs an event recorded on the freeing stream after the free: one recorded since is found and
+//! either seen complete or waited on by the reusing stream (never blocking the host), or one is recorded
+//! then. Frees record nothing: a pool whose streams each reuse their own blocks records no event at all.
 //!
-//! Free memory carries a [`FreeTag`]: the set of streams that freed parts of it and the event sequence
-//! number from which events on those streams cover those frees. Tags of coalesced blocks merge.
+//! Free memory carries a [`FreeTag`]: the set of streams that freed parts of it and the sequence number
+//! from which events on those streams cover those frees. Tags of coalesced blocks merge.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, EventId};
@@ -83,12 +83,25 @@ pub(crate) struct OrderCounters {
 }
 
 /// The streams a pool has seen and the events that order reuse between them.
+///
+/// Each stream has a sequence number and a queue of its own events, behind a lock of its own. A free reads
+/// its stream's number and records nothing; the number names the frees an event covers: an event recorded
+/// on a stream takes the stream's number and advances it, and covers every free that read that number or
+/// an earlier one, since those frees came before it. An event is recorded only when memory freed on one
+/// stream is reused on another and no event recorded since covers the free, so a pool on many streams
+/// records at most one event per such reuse, and frees on different streams share nothing but the
+/// cache line of the stream count. Cost: a free is a fence and a load; a reuse across streams takes the
+/// freeing stream's lock and makes at most one event query, one record and one stream wait.
 #[derive(Debug)]
 pub(crate) struct StreamOrder {
     streams: [AtomicU64; MAX_STREAMS],
     count: AtomicUsize,
-    next_seq: AtomicU64,
-    events: Mutex<Vec<StreamEvents>>,
+    /// Per stream, the sequence number the next event recorded on it takes, which the frees on it read.
+    seqs: [CachePadded<AtomicU64>; MAX_STREAMS],
+    /// Per stream, its events not yet seen complete.
+    events: [CachePadded<Mutex<StreamEvents>>; MAX_STREAMS],
+    /// Held while a stream is registered.
+    registering: Mutex<()>,
     pub(crate) counters: OrderCounters,
 }
 
@@ -97,8 +110,9 @@ impl Default for StreamOrder {
         StreamOrder {
             streams: std::array::from_fn(|_| AtomicU64::new(0)),
             count: AtomicUsize::new(0),
-            next_seq: AtomicU64::new(1),
-            events: Mutex::new((0..MAX_STREAMS).map(|_| StreamEvents::default()).collect()),
+            seqs: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(1))),
+            events: std::array::from_fn(|_| CachePadded::new(Mutex::new(StreamEvents::default()))),
+            registering: Mutex::new(()),
             counters: OrderCounters::default(),
         }
     }
@@ -123,7 +137,7 @@ impl StreamOrder {
 
     #[cold]
     fn register(&self, stream: StreamId) -> usize {
-        let _guard = self.events.lock();
+        let _guard = self.registering.lock();
         let count = self.count.load(Ordering::Acquire);
         for index in 0..count.min(OVERFLOW) {
             if self.streams[index].load(Ordering::Relaxed) == stream.0 {
@@ -161,42 +175,52 @@ impl StreamOrder {
         self.count.load(Ordering::Acquire) > 1
     }
 
-    /// The tag for memory freed now on the stream with `index`; records an event once several streams
-    /// are in use.
+    /// The tag for memory freed now on the stream with `index`. Records nothing: the first reuse on another
+    /// stream that needs an event records it ([`StreamOrder::order_reuse`]).
     #[inline]
-    pub(crate) fn tag_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
+    pub(crate) fn tag_free(&self, index: usize) -> FreeTag {
         if !self.is_multi_stream() {
-            return Ok(self.single_stream_tag(index));
+            return self.single_stream_tag(index);
         }
-        self.record_free(backend, index)
+        if index == OVERFLOW {
+            return FreeTag::freed(index, 0);
+        }
+        // Pairs with the fence after the number's advance in `record_on`: if this load reads the number
+        // before that advance, this fence precedes that one, and the work the caller queued before the
+        // free is queued before the event is recorded, on any thread.
+        fence(Ordering::SeqCst);
+        FreeTag::freed(index, self.seqs[index].load(Ordering::Relaxed))
     }
 
-    /// [`StreamOrder::tag_free`] while the pool has seen one stream (no event is recorded): the caller
-    /// checked [`StreamOrder::is_multi_stream`].
+    /// [`StreamOrder::tag_free`] while the pool has seen one stream: the caller checked
+    /// [`StreamOrder::is_multi_stream`]. A free of the pool's one stream is ordered before later work on
+    /// it by the stream; an event a second stream's reuse records later covers it.
     #[inline]
     pub(crate) fn single_stream_tag(&self, index: usize) -> FreeTag {
-        FreeTag::freed(index, self.next_seq.load(Ordering::Relaxed))
+        FreeTag::freed(index, self.seqs[index].load(Ordering::Relaxed))
     }
 
-    #[cold]
-    fn record_free(&self, backend: &dyn Backend, index: usize) -> Result<FreeTag> {
-        if index == OVERFLOW {
-            return Ok(FreeTag::freed(index, 0));
-        }
-        let mut events = self.events.lock();
+    /// Records an event on the stream with `index` that covers every free that has read its number, under
+    /// that stream's lock (`stream_events`), and retires the oldest pending event if it has completed.
+    fn record_on(
+        &self,
+        backend: &dyn Backend,
+        index: usize,
+        stream_events: &mut StreamEvents,
+    ) -> Result<(u64, EventId)> {
+        let seq = self.seqs[index].fetch_add(1, Ordering::SeqCst);
+        // Pairs with the fence of `tag_free`: see there.
+        fence(Ordering::SeqCst);
         let event = backend.record_event(self.stream_at(index))?;
         self.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let stream_events = &mut events[index];
         stream_events.pending.push_back((seq, event));
-        // Retire the oldest event if it has completed, so the queue stays as short as the work in flight.
         if let Some(&(old_seq, old_event)) = stream_events.pending.front()
             && old_seq != seq
             && backend.event_complete(old_event).unwrap_or(false)
         {
             Self::retire_through(backend, stream_events, old_seq);
         }
-        Ok(FreeTag::freed(index, seq))
+        Ok((seq, event))
     }
 
     /// Releases every event of one stream up to and including `seq`, which completed.
@@ -223,35 +247,32 @@ impl StreamOrder {
 
     #[cold]
     fn order_cross_stream(&self, backend: &dyn Backend, tag: FreeTag, index: usize) -> Result<()> {
-        let mut events = self.events.lock();
         if tag.streams & (1 << OVERFLOW) != 0 || index == OVERFLOW {
-            return self.synchronize_locked(backend, &mut events);
+            return self.synchronize(backend);
         }
         let waiter = self.stream_at(index);
         let mut others = tag.streams & !(1 << index);
         while others != 0 {
             let other = others.trailing_zeros() as usize;
             others &= others - 1;
-            let stream_events = &mut events[other];
+            let mut stream_events = self.events[other].lock();
             if stream_events.completed_through >= tag.seq {
                 continue;
             }
             let covering = stream_events.pending.iter().find(|&&(seq, _)| seq >= tag.seq).copied();
             let (seq, event) = match covering {
                 Some(found) => found,
-                None => match backend.record_event(self.stream_at(other)) {
-                    Ok(event) => {
-                        self.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
-                        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-                        stream_events.pending.push_back((seq, event));
-                        (seq, event)
-                    }
+                None => match self.record_on(backend, other, &mut stream_events) {
+                    Ok(recorded) => recorded,
                     // The freeing stream cannot take an event (destroyed, say): wait for the whole device.
-                    Err(_) => return self.synchronize_locked(backend, &mut events),
+                    Err(_) => {
+                        drop(stream_events);
+                        return self.synchronize(backend);
+                    }
                 },
             };
             if backend.event_complete(event)? {
-                Self::retire_through(backend, stream_events, seq);
+                Self::retire_through(backend, &mut stream_events, seq);
             } else {
                 backend.stream_wait_event(waiter, event)?;
                 self.counters.stream_waits.fetch_add(1, Ordering::Relaxed);
@@ -260,27 +281,26 @@ impl StreamOrder {
         Ok(())
     }
 
-    fn synchronize_locked(&self, backend: &dyn Backend, events: &mut [StreamEvents]) -> Result<()> {
+    /// Waits for the whole device (before memory is unmapped or moved, or where no event orders a reuse)
+    /// and retires every event: every free so far is complete.
+    pub(crate) fn synchronize(&self, backend: &dyn Backend) -> Result<()> {
+        // Each stream's lock, in index order (no other path holds two).
+        let mut all: Vec<_> = self.events.iter().map(|events| events.lock()).collect();
+        // The frees that read these numbers came before the synchronisation; later frees read higher ones.
+        let through: Vec<u64> = self.seqs.iter().map(|seq| seq.fetch_add(1, Ordering::SeqCst)).collect();
+        fence(Ordering::SeqCst);
         backend.synchronize()?;
         self.counters.synchronizations.fetch_add(1, Ordering::Relaxed);
-        let now = self.next_seq.load(Ordering::Relaxed);
-        for stream_events in events.iter_mut() {
-            Self::retire_through(backend, stream_events, now);
+        for (stream_events, &seq) in all.iter_mut().zip(&through) {
+            Self::retire_through(backend, stream_events, seq);
         }
         Ok(())
     }
 
-    /// Waits for the whole device (before memory is unmapped or moved) and retires every event.
-    pub(crate) fn synchronize(&self, backend: &dyn Backend) -> Result<()> {
-        let mut events = self.events.lock();
-        self.synchronize_locked(backend, &mut events)
-    }
-
     /// Gives every pending event back to the backend (when the pool is dropped).
     pub(crate) fn release_all(&self, backend: &dyn Backend) {
-        let mut events = self.events.lock();
-        for stream_events in events.iter_mut() {
-            for (_, event) in stream_events.pending.drain(..) {
+        for events in &self.events {
+            for (_, event) in events.lock().pending.drain(..) {
                 backend.release_event(event);
             }
         }
@@ -297,7 +317,7 @@ mod tests {
         let sim = SimDevice::default();
         let order = StreamOrder::default();
         let s = order.index_of(StreamId(5));
-        let tag = order.tag_free(&sim, s).unwrap();
+        let tag = order.tag_free(s);
         order.order_reuse(&sim, tag, s).unwrap();
         assert_eq!(sim.counters().events_recorded, 0);
         assert!(!order.is_multi_stream());
@@ -310,19 +330,44 @@ mod tests {
         let a = order.index_of(StreamId(1));
         let b = order.index_of(StreamId(2));
         sim.hold_stream(StreamId(1));
-        let tag = order.tag_free(&sim, a).unwrap();
-        assert_eq!(sim.counters().events_recorded, 1);
+        let tag = order.tag_free(a);
+        assert_eq!(sim.counters().events_recorded, 0, "a free records nothing");
         order.order_reuse(&sim, tag, a).unwrap();
         assert!(sim.stream_waits().is_empty(), "same stream needs no wait");
         order.order_reuse(&sim, tag, b).unwrap();
+        assert_eq!(sim.counters().events_recorded, 1, "the reuse on another stream records the event");
         let waits = sim.stream_waits();
         assert_eq!(waits.len(), 1);
         assert_eq!(waits[0].0, StreamId(2));
         assert_eq!(sim.event_state(waits[0].1), Some((StreamId(1), false)));
+        let (later, covered) = (order.tag_free(a), order.tag_free(a));
+        order.order_reuse(&sim, later, b).unwrap();
+        assert_eq!(sim.counters().events_recorded, 2, "a free after the event needs one of its own");
         sim.release_stream(StreamId(1));
         order.order_reuse(&sim, tag, b).unwrap();
-        assert_eq!(sim.stream_waits().len(), 1, "a completed event needs no wait");
+        assert_eq!(sim.stream_waits().len(), 2, "a completed event needs no wait");
+        assert_eq!(sim.counters().events_recorded, 2, "the pending event covers it");
+        assert_eq!(sim.live_events(), 1, "completed events are released up to the one found");
+        order.order_reuse(&sim, covered, b).unwrap();
+        assert_eq!(sim.counters().events_recorded, 2, "an event recorded after a free covers it");
         assert_eq!(sim.live_events(), 0, "completed events are released");
+    }
+
+    #[test]
+    fn a_synchronization_covers_the_frees_before_it_only() {
+        let sim = SimDevice::default();
+        let order = StreamOrder::default();
+        let a = order.index_of(StreamId(1));
+        let b = order.index_of(StreamId(2));
+        let before = order.tag_free(a);
+        order.synchronize(&sim).unwrap();
+        let after = order.tag_free(a);
+        sim.hold_stream(StreamId(1));
+        order.order_reuse(&sim, before, b).unwrap();
+        assert_eq!(sim.counters().events_recorded, 0, "the synchronization completed it");
+        order.order_reuse(&sim, after, b).unwrap();
+        assert_eq!(sim.counters().events_recorded, 1, "a free after the synchronization needs an event");
+        assert_eq!(sim.stream_waits().len(), 1);
     }
 
     #[test]
@@ -330,7 +375,7 @@ mod tests {
         let sim = SimDevice::default();
         let order = StreamOrder::default();
         let a = order.index_of(StreamId(1));
-        let tag = order.tag_free(&sim, a).unwrap();
+        let tag = order.tag_free(a);
         sim.hold_stream(StreamId(1));
         let b = order.index_of(StreamId(2));
         order.order_reuse(&sim, tag, b).unwrap();
@@ -346,7 +391,7 @@ mod tests {
         let (a, b, c) = (order.index_of(StreamId(1)), order.index_of(StreamId(2)), order.index_of(StreamId(3)));
         sim.hold_stream(StreamId(1));
         sim.hold_stream(StreamId(2));
-        let tag = order.tag_free(&sim, a).unwrap().merge(order.tag_free(&sim, b).unwrap());
+        let tag = order.tag_free(a).merge(order.tag_free(b));
         order.order_reuse(&sim, tag, c).unwrap();
         let streams: Vec<_> = sim.stream_waits().iter().map(|&(s, e)| (s, sim.event_state(e).unwrap().0)).collect();
         assert_eq!(streams, vec![(StreamId(3), StreamId(1)), (StreamId(3), StreamId(2))]);
@@ -361,7 +406,7 @@ mod tests {
         }
         let last = order.index_of(StreamId(10_000));
         assert_eq!(last, OVERFLOW);
-        let tag = order.tag_free(&sim, last).unwrap();
+        let tag = order.tag_free(last);
         assert!(!tag.reusable_on(last));
         order.order_reuse(&sim, tag, last).unwrap();
         assert_eq!(sim.counters().synchronizations, 1);

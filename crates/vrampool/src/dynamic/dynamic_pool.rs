@@ -363,7 +363,7 @@ impl DynamicPool {
             Entry::Vacant(_) => return Err(self.bad_free(state, addr)),
         };
         let block = *entry.get();
-        let tag = self.device.order.tag_free(&*self.device.backend, usize::from(block.stream_index))?;
+        let tag = self.device.order.tag_free(usize::from(block.stream_index));
         entry.remove();
         shrink_if_sparse(&mut state.live);
         Ok(self.release_block(state, block, tag, false))

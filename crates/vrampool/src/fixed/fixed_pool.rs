@@ -236,7 +236,7 @@ impl FixedPool {
         true
     }
 
-    /// Any free: a block of the slab (tagged with an event where several streams are in use), a fallback
+    /// Any free: a block of the slab (tagged with its stream's sequence number), a fallback
     /// segment, or the error a bad address gets.
     #[inline(never)]
     fn free_any(&self, addr: u64) -> Result<()> {
@@ -244,7 +244,7 @@ impl FixedPool {
             return self.free_outside(addr);
         }
         let block = self.slab.live_block(addr)?;
-        let tag = self.order.tag_free(&*self.backend, block.stream_index())?;
+        let tag = self.order.tag_free(block.stream_index());
         let slot = thread_slot::current();
         self.slab.release(slot, block, tag)?;
         self.counters.on_free(slot, block.size());

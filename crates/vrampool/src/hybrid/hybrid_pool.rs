@@ -309,7 +309,7 @@ impl HybridPool {
     #[inline]
     fn free_in(&self, core: &Core, class: &ClassCache, index: u32, addr: u64) -> Result<()> {
         let block = class.live(index, addr)?;
-        let tag = self.order.tag_free(&*self.backend, block.stream_index())?;
+        let tag = self.order.tag_free(block.stream_index());
         let slot = thread_slot::current();
         class.free_block(slot, block, tag, addr)?;
         self.watermark.count(slot, -1, core.total_blocks());
