@@ -815,15 +815,18 @@ impl VirtualSpace {
         Ok(())
     }
 
-    /// Unmaps the retiring batch at `position`, whose work has run, from its old addresses.
+    /// Unmaps the retiring batch at `position`, whose work has run, from its old addresses: the second half
+    /// of an alias's cost, counted in the driver budget with the alias.
     fn unmap_retirement(&mut self, position: usize, device: &PoolDevice) -> Result<()> {
         let retirement = self.chunks.finish_retirement(position);
         device.backend.release_event(retirement.event);
-        for run in retirement.runs {
+        let mark = self.budget.mark(&*device.backend);
+        let unmapped = retirement.runs.into_iter().try_for_each(|run| {
             let (addr, bytes) = self.chunks.extent(&run);
-            device.call(|backend| backend.unmap(addr, bytes))?;
-        }
-        Ok(())
+            device.call(|backend| backend.unmap(addr, bytes))
+        });
+        self.budget.spend(&*device.backend, mark);
+        unmapped
     }
 
     /// Unmaps every idle chunk (and every retiring one from its old address), after waiting for the device;
