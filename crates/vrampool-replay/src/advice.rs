@@ -1,7 +1,8 @@
 //! Advice: sweep each strategy's parameters on a trace and recommend one strategy and its config.
 
+use std::cmp::Ordering;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{self, AtomicUsize};
 
 use serde::Serialize;
 use vrampool::{PoolSpec, Strategy, human_bytes};
@@ -17,9 +18,12 @@ use crate::size_profile::SizeProfile;
 /// utilization.
 pub const DRIVER_BUDGET: f64 = 0.01;
 
-/// How configurations are ranked: within the driver-time budget, highest utilization to the three decimals
-/// the tables print, then the smallest growth factor (how far past its reserve the pool grows when a run's
-/// peak goes beyond the trace's), then least driver time; when none is within the budget, least driver time.
+/// How configurations are ranked: those within the driver-time budget first, and among them the fewest
+/// requests refused (out of memory), then the highest utilization to the three decimals the tables print,
+/// then the least driver time; those over the budget by the fewest refused, then the least driver time, then
+/// the highest utilization. Ties go to the smaller growth factor (how far past its reserve the pool grows when
+/// a run's peak goes beyond the trace's), then to the config string in byte order, so that the ranking never
+/// depends on the order the configurations were replayed in. [`Objective::ranking`] says so in one sentence.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Objective {
     /// The driver time allowed, in microseconds: [`DRIVER_BUDGET`] of the trace's duration.
@@ -34,16 +38,34 @@ impl Objective {
 
     /// Whether `a` ranks above `b`.
     pub fn prefers(&self, a: &ReplayResult, b: &ReplayResult) -> bool {
-        let (a_in, b_in) = (a.driver_time_us <= self.driver_budget_us, b.driver_time_us <= self.driver_budget_us);
-        match (a_in, b_in) {
-            (true, false) => true,
-            (false, true) => false,
-            (true, true) => {
-                (a.ooms, -permille(a.utilization), growth_factor(a), a.driver_time_us)
-                    < (b.ooms, -permille(b.utilization), growth_factor(b), b.driver_time_us)
-            }
-            (false, false) => (a.ooms, a.driver_time_us) < (b.ooms, b.driver_time_us),
-        }
+        self.compare(a, b) == Ordering::Less
+    }
+
+    /// Where `a` ranks against `b`: [`Ordering::Less`] where `a` ranks above.
+    pub fn compare(&self, a: &ReplayResult, b: &ReplayResult) -> Ordering {
+        let within = |r: &ReplayResult| r.driver_time_us <= self.driver_budget_us;
+        let higher_utilization = || permille(b.utilization).cmp(&permille(a.utilization));
+        let less_driver_time = || a.driver_time_us.total_cmp(&b.driver_time_us);
+        let first = within(b).cmp(&within(a)).then(a.ooms.cmp(&b.ooms));
+        let figures = if within(a) {
+            first.then_with(higher_utilization).then_with(less_driver_time)
+        } else {
+            first.then_with(less_driver_time).then_with(higher_utilization)
+        };
+        figures.then_with(|| growth_factor(a).total_cmp(&growth_factor(b))).then_with(|| a.config.cmp(&b.config))
+    }
+
+    /// How configurations are ranked, in one sentence without its capital or full stop, for the commands and
+    /// the report to print: exactly what [`Objective::compare`] does.
+    pub fn ranking(&self) -> String {
+        format!(
+            "configurations within {:.1} ms of driver time ({}% of the trace's duration) rank first, by fewest \
+             requests refused for lack of memory, then highest utilization (to three decimals), then least driver \
+             time; those over it by fewest refused, then least driver time, then highest utilization; ties go to \
+             the smaller growth factor, then the config string",
+            self.driver_budget_us / 1000.0,
+            DRIVER_BUDGET * 100.0
+        )
     }
 }
 
@@ -133,11 +155,11 @@ pub fn advise(
         for _ in 0..workers {
             scope.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let i = next.fetch_add(1, atomic::Ordering::Relaxed);
                     let Some(spec) = specs.get(i) else { break };
                     let result = replay(plan, spec, options);
                     *results[i].lock().expect("no replay panics while holding its slot") = Some(result);
-                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                    progress(done.fetch_add(1, atomic::Ordering::Relaxed) + 1, total);
                 }
             });
         }
@@ -159,7 +181,7 @@ pub fn advise(
         let spec = PoolSpec::parse(&advice.best.config).expect("a replay's config string parses");
         let alone = replay(plan, &spec, options)?;
         advice.best.replay_ns_per_event = alone.replay_ns_per_event;
-        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+        progress(done.fetch_add(1, atomic::Ordering::Relaxed) + 1, total);
     }
     per_strategy.sort_by_key(|s| Strategy::ALL.iter().position(|&x| x == s.best.strategy));
     let winner = per_strategy
@@ -281,11 +303,11 @@ mod tests {
         assert!(versus_default(&default, &default, &objective).contains("is the best found"));
     }
 
-    /// Configurations whose utilizations print the same rank by growth factor before driver time: a smaller
-    /// factor grows less far past the reserve when a run outgrows the trace. A higher utilization still
-    /// comes first, and the budget before it.
+    /// Configurations whose utilizations print the same rank by driver time; only where that is equal too
+    /// does the smaller growth factor (how far past its reserve a pool grows when a run outgrows the trace),
+    /// then the config string, decide. A higher utilization still comes first, and the budget before it.
     #[test]
-    fn equal_utilizations_rank_by_growth_factor_before_driver_time() {
+    fn equal_utilizations_rank_by_driver_time_then_growth_factor() {
         let one = plan(vec![
             Event::new(0, EventKind::Alloc, 0x1000, 4096, 0),
             Event::new(1, EventKind::Free, 0x1000, 4096, 0),
@@ -301,13 +323,51 @@ mod tests {
         let objective = Objective { driver_budget_us: 100.0 };
         let fast_but_steep = with("strategy=dynamic,page_size=32MiB,initial_size=32MiB", 0.9801, 20.0);
         let slow_but_gentle = with("strategy=dynamic,page_size=32MiB,growth_factor=1.01", 0.9804, 40.0);
-        assert!(objective.prefers(&slow_but_gentle, &fast_but_steep));
-        assert!(!objective.prefers(&fast_but_steep, &slow_but_gentle));
-        let hybrid = with("strategy=hybrid,page_size=8MiB", 0.9804, 10.0);
-        assert!(objective.prefers(&hybrid, &fast_but_steep), "the region's 1.01 against 1.5");
+        assert!(objective.prefers(&fast_but_steep, &slow_but_gentle), "0.980 both: less driver time first");
+        assert!(!objective.prefers(&slow_but_gentle, &fast_but_steep));
+        let hybrid = with("strategy=hybrid,page_size=8MiB", 0.9804, 11.93);
+        let dynamic = with("strategy=dynamic,page_size=8MiB,initial_size=8MiB", 0.9796, 9.28);
+        assert!(objective.prefers(&dynamic, &hybrid), "the dynamic pool's 9.28 ms against the hybrid's 11.93");
+        let gentle_twin = with("strategy=dynamic,page_size=32MiB,growth_factor=1.01", 0.9801, 20.0);
+        assert!(objective.prefers(&gentle_twin, &fast_but_steep), "equal driver time: 1.01 against 1.5");
+        let hybrid_twin = with("strategy=hybrid,page_size=32MiB", 0.9801, 20.0);
+        assert!(objective.prefers(&gentle_twin, &hybrid_twin), "1.01 both: the config string");
+        assert_eq!(objective.compare(&gentle_twin, &gentle_twin), Ordering::Equal);
         let higher = with("strategy=dynamic,growth_factor=2", 0.9815, 50.0);
-        assert!(objective.prefers(&higher, &slow_but_gentle), "a higher utilization first");
+        assert!(objective.prefers(&higher, &fast_but_steep), "a higher utilization first");
         let over_budget = with("strategy=dynamic,growth_factor=1.01", 0.99, 150.0);
         assert!(objective.prefers(&fast_but_steep, &over_budget), "the budget first");
+        let refused = ReplayResult { ooms: 1, ..higher.clone() };
+        assert!(objective.prefers(&fast_but_steep, &refused), "fewer refused requests before utilization");
+        // Over the budget, driver time before utilization.
+        let over_but_faster = with("strategy=dynamic,growth_factor=1.5", 0.5, 120.0);
+        assert!(objective.prefers(&over_but_faster, &over_budget));
+        let over_and_as_fast = with("strategy=dynamic,growth_factor=1.2", 0.6, 120.0);
+        assert!(objective.prefers(&over_and_as_fast, &over_but_faster), "then utilization");
+    }
+
+    /// The sentence the commands and the report print names the budget and every step of the ranking, in
+    /// [`Objective::compare`]'s order.
+    #[test]
+    fn the_ranking_says_what_compare_does() {
+        let ranking = Objective { driver_budget_us: 14_300.0 }.ranking();
+        assert!(ranking.starts_with("configurations within 14.3 ms of driver time (1% of the trace's duration)"));
+        let steps = [
+            "rank first",
+            "fewest requests refused",
+            "highest utilization (to three decimals)",
+            "least driver time",
+            "over it",
+            "fewest refused",
+            "least driver time",
+            "highest utilization",
+            "smaller growth factor",
+            "config string",
+        ];
+        let mut from = 0;
+        for step in steps {
+            let at = ranking[from..].find(step).unwrap_or_else(|| panic!("`{step}` after byte {from}: {ranking}"));
+            from += at + step.len();
+        }
     }
 }

@@ -77,10 +77,6 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
     )?;
     outln!(out, "why:         {}.", advice.reason)?;
     outln!(out, "vs default:  {}.", advice.versus_default)?;
-    outln!(
-        out,
-        "(ranked by utilization among configurations within {:.1} ms of driver time, 1% of the trace's duration)",
-        advice.objective.driver_budget_us / 1000.0
-    )?;
+    outln!(out, "({})", advice.objective.ranking())?;
     Ok(())
 }

@@ -40,8 +40,7 @@ pub fn advice_box(advice: &Advice) -> String {
     format!(
         "<div class=\"advice s-{strategy}\">\n<div class=\"advice-head\">Recommended: <strong>{strategy}</strong></div>\n\
          <div class=\"advice-config\"><code>{config}</code></div>\n<p>{reason}.</p>\n{versus}\
-         <p class=\"fine\">Ranked by utilization among the configurations within {budget:.1} ms of driver time (1% of \
-         the trace's duration), then by driver time.</p>\n</div>\n",
+         <p class=\"fine\">{ranking}.</p>\n</div>\n",
         strategy = escape(advice.recommended.name()),
         config = config_html(&advice.config),
         reason = escape(&advice.reason),
@@ -50,8 +49,14 @@ pub fn advice_box(advice: &Advice) -> String {
         } else {
             format!("<p class=\"versus\">Against the default: {}.</p>\n", escape(&advice.versus_default))
         },
-        budget = advice.objective.driver_budget_us / 1000.0,
+        ranking = escape(&capitalized(&advice.objective.ranking())),
     )
+}
+
+/// `text` with its first letter a capital.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
 #[cfg(test)]
@@ -126,5 +131,7 @@ mod tests {
         assert!(html.contains("<code>strategy=dynamic</code>"), "{html}");
         assert!(html.contains("<p>sizes vary &lt;a lot&gt; &amp; more.</p>"), "{html}");
         assert!(html.contains("within 593.0 ms of driver time"), "{html}");
+        let ranking = advice().objective.ranking();
+        assert!(html.contains(&format!("<p class=\"fine\">C{}.</p>", escape(&ranking[1..]))), "{html}");
     }
 }
