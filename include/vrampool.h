@@ -10,6 +10,10 @@
  *     char *json = vrampool_pool_stats_json(pool); puts(json); vrampool_string_free(json);
  *     vrampool_pool_destroy(pool);
  *
+ * With backend=host or backend=sim (no GPU) the addresses are synthetic, not pointers: no memory lies at
+ * them, so reading or writing through one is undefined behaviour (a segmentation fault, typically), and no
+ * function here reads or writes the bytes behind them.
+ *
  * PyTorch's pluggable allocator:
  *
  *     torch.cuda.memory.CUDAPluggableAllocator("libvrampool_c.so", "vrampool_torch_alloc", "vrampool_torch_free")
@@ -245,8 +249,11 @@ int vrampool_last_error_code(void);
 /**
  * Makes a pool on device 0 from a config string (`strategy=hybrid,coverage=0.9,...`, the syntax of the
  * `vrampool` command; NULL or "" for every default). `backend=` picks the device: `cuda-vm` (CUDA
- * virtual memory, the default), `cuda` (`cuMemAlloc` segments), `host` (host memory with synthetic
- * addresses, for tests; it pretends to hold 4 GiB) or `sim` (the simulated H200).
+ * virtual memory, the default), `cuda` (`cuMemAlloc` segments), `host` (host memory, for tests; it
+ * pretends to hold 4 GiB) or `sim` (the simulated H200). The addresses `host` and `sim` hand out are
+ * synthetic, not pointers: no memory of the pool's lies at them, so reading or writing through one is
+ * undefined behaviour (a segmentation fault, typically), and no C function reads or writes the bytes
+ * behind them; such a pool serves to exercise the calls, the counters and the errors without a GPU.
  *
  * Returns NULL on failure, with `vrampool_last_error()` saying why (a bad config string names the bad
  * key) and `vrampool_last_error_code()` giving the status.

@@ -9,7 +9,8 @@
 //!   on CUDA virtual memory). [`vrampool_stats_json`], [`vrampool_device_pool_exists`],
 //!   [`vrampool_device_trim`] and [`vrampool_device_trim_all`] work on those pools.
 //! - **Pools a program makes itself**: [`vrampool_pool_create`] (a config string; `backend=host` or
-//!   `backend=sim` for a pool without a GPU), [`vrampool_pool_alloc`], [`vrampool_pool_free`],
+//!   `backend=sim` for a pool without a GPU, whose addresses are synthetic: no pointers to read or write
+//!   through), [`vrampool_pool_alloc`], [`vrampool_pool_free`],
 //!   [`vrampool_pool_trim`], [`vrampool_pool_stats_json`], [`vrampool_pool_destroy`].
 //!
 //! Every function returns a [`Status`] code (0 for success) or NULL on failure, and records the reason for

@@ -12,7 +12,8 @@
 //!   blocks where the fewest pages are missing and moves idle pages before it grows, with nothing to tune.
 //!
 //! Every pool implements [`Pool`] over a [`Backend`]: [`SimDevice`] (no memory, a cost model, fault
-//! injection), [`HostMemory`] (real host bytes for tests), or the CUDA backends of `vrampool-cuda`.
+//! injection), [`HostMemory`] (host bytes behind synthetic addresses, read and written through its own
+//! methods, for tests that check data), or the CUDA backends of `vrampool-cuda`.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -1,5 +1,7 @@
 //! Real host bytes behind the backend interface, so that tests can write a canary into every block and
-//! catch two blocks that overlap, or memory unmapped under a live block.
+//! catch two blocks that overlap, or memory unmapped under a live block. The addresses it hands out are
+//! synthetic: the bytes live in its own table and are reached only through its methods, never by
+//! dereferencing an address.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -137,9 +139,12 @@ impl HostRegion {
 
 /// Real host bytes behind the [`Backend`] interface, for tests that check data.
 ///
-/// Addresses are labels, as on the simulated device; the bytes behind them are real and are read and
-/// written with [`HostMemory::fill`], [`HostMemory::check`], [`HostMemory::write`] and [`HostMemory::read`],
-/// from any number of threads. Touching memory that is not mapped is an error, fresh and moved memory
+/// Addresses are labels, as on the simulated device (from [`HostMemoryConfig::base_address`] up), not
+/// pointers into the process: no memory of the device's lies at them, and dereferencing one is undefined
+/// behaviour (a segmentation fault, typically). The bytes behind them are real, kept in the device's own
+/// table (allocated piece by piece where first touched), and are read and written with
+/// [`HostMemory::fill`], [`HostMemory::check`], [`HostMemory::write`] and [`HostMemory::read`] only, from any
+/// number of threads. Touching memory that is not mapped is an error, fresh and moved memory
 /// reads as [`POISON`], and every call is checked as on [`crate::SimDevice`]. Events complete at once: the
 /// host runs no asynchronous work.
 #[derive(Debug)]
