@@ -29,8 +29,15 @@
  * is an error naming the key. The default, the adaptive pool, takes strategy, backend, cap,
  * virtual_memory and deterministic; any other key is an error for it, saying what takes its place.
  *
- * Functions return a vrampool_status (0 for success) or NULL on failure; vrampool_last_error() says why
- * (per thread). Every function is thread-safe.
+ * Functions returning int give a vrampool_status (0 for success, negative on failure;
+ * vrampool_device_pool_exists: 1 or 0 on success), those returning a pointer NULL on failure;
+ * vrampool_last_error() says why (per thread). Every function is thread-safe.
+ *
+ * Building and linking (from the repository's root; or run the program with LD_LIBRARY_PATH=target/release
+ * instead of the -rpath):
+ *
+ *     cargo build --release -p vrampool-capi
+ *     cc -Iinclude app.c -o app -Ltarget/release -lvrampool_c -Wl,-rpath,"$PWD/target/release"
  */
 
 #ifndef VRAMPOOL_H

@@ -139,3 +139,37 @@ fn the_limits_the_header_states_are_the_librarys() {
         assert!(flat.contains(&statement), "the header does not say `{statement}`");
     }
 }
+
+/// The names of the functions the header declares, in its order: the word before the `(` of each
+/// declaration that starts a line.
+fn header_functions(header: &str) -> Vec<String> {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut names = Vec::new();
+    for line in
+        header.lines().filter(|line| !line.starts_with([' ', '*', '/', '#', '}']) && !line.starts_with("typedef"))
+    {
+        let Some((before, _)) = line.split_once('(') else { continue };
+        let start = before.rfind(|c: char| !is_word(c)).map_or(0, |at| at + 1);
+        if before[start..].starts_with("vrampool_") {
+            names.push(before[start..].to_owned());
+        }
+    }
+    names
+}
+
+/// The README's list of the C functions names every function the header declares, so that a function added
+/// to the library is listed there too.
+#[test]
+fn the_readme_lists_every_function_of_the_header() {
+    let header = std::fs::read_to_string(header_path()).expect("include/vrampool.h reads");
+    let functions = header_functions(&header);
+    assert!(functions.len() >= 27, "{functions:?}");
+    assert!(functions.contains(&"vrampool_string_free".to_owned()), "{functions:?}");
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(readme_path).expect("README.md reads");
+    let missing: Vec<&String> = functions
+        .iter()
+        .filter(|name| !readme.contains(&format!("`{name}`")) && !readme.contains(&format!("`{name}(")))
+        .collect();
+    assert!(missing.is_empty(), "README.md's list of the C functions lacks {missing:?}");
+}
