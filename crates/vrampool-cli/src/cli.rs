@@ -9,10 +9,13 @@ use clap::{Args, Parser, Subcommand};
 /// centuries would overflow.
 const MAX_GPU_LAG_MS: f64 = 60_000.0;
 
-/// vrampool: a GPU memory pool. Replay real allocation traces through its strategies on a simulated H200,
-/// compare them with PyTorch's allocator, and find the strategy and configuration a workload needs.
+/// vrampool: a GPU memory pool. Replay real allocation traces through its default pool and its strategies
+/// on a simulated H200 or a GPU, compare them with PyTorch's allocator, find the strategy and configuration a
+/// workload needs, and time the pools on the CPU.
+// The help's `about` is this comment, not the package's description: that one also names the package's
+// second binary, `vrampool-cuda-bench`, which is no command of this one.
 #[derive(Debug, Parser)]
-#[command(name = "vrampool", version, about)]
+#[command(name = "vrampool", version)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -182,6 +185,18 @@ mod tests {
             let err = replay(&[&format!("--gpu-lag-ms={bad}")]).unwrap_err().to_string();
             assert!(err.contains("is not a number of milliseconds from 0 to 60000"), "{bad}: {err}");
         }
+    }
+
+    /// The top-level help describes this command and its subcommands only: `vrampool-cuda-bench` is a
+    /// binary of its own, not one of them.
+    #[test]
+    fn the_help_names_no_command_that_is_not_one() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("vrampool-cuda-bench"), "{help}");
+        assert!(help.starts_with("vrampool: a GPU memory pool. Replay real allocation traces"), "{help}");
+        let commands: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        assert_eq!(commands, ["compare", "replay", "advise", "report", "bench", "devices"]);
     }
 
     #[test]
