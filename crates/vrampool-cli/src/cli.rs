@@ -90,10 +90,13 @@ pub struct CompareArgs {
 pub struct ReplayArgs {
     /// The trace.
     pub trace: PathBuf,
-    /// The strategy: fixed, dynamic, hybrid or adaptive (the default: vrampool's default pool).
+    /// The strategy: fixed, dynamic, hybrid or adaptive. Optional: without it the config string's
+    /// `strategy=` names it, and without either it is the default pool (adaptive); where both name one, they
+    /// must be the same.
     #[arg(long)]
     pub strategy: Option<String>,
-    /// The rest of the config string, `key=value,...` (as in VRAMPOOL_CONF).
+    /// The config string, `key=value,...` (as in VRAMPOOL_CONF), which may name the strategy itself
+    /// (`strategy=hybrid,coverage=0.8`).
     #[arg(long, default_value = "")]
     pub config: String,
     /// Write the pool's own event log (vrampool CSV) to this file.
