@@ -6,6 +6,8 @@
 //!   measures peak live and reserved bytes, utilization, fallbacks, out-of-memory refusals, device calls,
 //!   the cost model's driver time and the pool's own CPU time per event;
 //! - [`advise`] sweeps each strategy's parameters and recommends one;
+//! - [`ShortDuration`] tells a trace too short for the driver-time budget (times that are not the
+//!   microseconds of the run it recorded);
 //! - [`ComparisonRow`] is one row of `vrampool compare`, with the JSON keys the command promises.
 //!
 //! ```no_run
@@ -27,6 +29,7 @@ mod error;
 mod replay;
 mod replay_plan;
 mod replay_result;
+mod short_duration;
 mod size_profile;
 
 pub use advice::{Advice, DRIVER_BUDGET, Objective, StrategyAdvice, advise};
@@ -36,4 +39,5 @@ pub use error::{Error, Result};
 pub use replay::{ReplayOptions, ReplayTarget, replay, replay_logged, replay_on};
 pub use replay_plan::{Operation, ReplayPlan};
 pub use replay_result::{ReplayResult, TimelinePoint};
+pub use short_duration::{ShortDuration, least_driver_time_us};
 pub use size_profile::SizeProfile;

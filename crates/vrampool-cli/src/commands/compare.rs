@@ -59,8 +59,10 @@ pub fn summary(rows: &[ComparisonRow]) -> String {
     format!("utilization (peak live over peak reserved)\n{}", table.render())
 }
 
-/// Advises on a plan with a progress bar on stderr.
+/// Advises on a plan with a progress bar on stderr, after a warning where the plan is too short for the
+/// driver-time budget.
 pub fn advise_with_progress(plan: &ReplayPlan, options: &vrampool_replay::ReplayOptions) -> Result<Advice> {
+    super::warn_of_short_duration(plan, options);
     let bar = progress::bar(0, &plan.name);
     let advice = advise(plan, &Strategy::ALL, options, &|done, total| {
         bar.set_length(total as u64);

@@ -10,7 +10,7 @@ mod report;
 use std::io::Write;
 
 use vrampool::SimDeviceConfig;
-use vrampool_replay::ReplayOptions;
+use vrampool_replay::{ReplayOptions, ReplayPlan, ShortDuration};
 
 use crate::cli::{Cli, Command, TraceOptions};
 use crate::error::Result;
@@ -33,6 +33,15 @@ fn replay_options(options: &TraceOptions) -> ReplayOptions {
         capacity: options.capacity.unwrap_or(SimDeviceConfig::default().capacity),
         gpu_lag_us: (options.gpu_lag_ms * 1000.0).round() as u64,
         ..ReplayOptions::default()
+    }
+}
+
+/// Warns on standard error where `plan` is too short for the driver-time budget ([`ShortDuration`]): its
+/// times are likely not the microseconds of the run it recorded.
+fn warn_of_short_duration(plan: &ReplayPlan, options: &ReplayOptions) {
+    if let Some(short) = ShortDuration::check(plan, options) {
+        // Where standard error is gone, the warning goes unsaid.
+        let _ = writeln!(std::io::stderr(), "warning: {short}");
     }
 }
 

@@ -27,6 +27,9 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     spec.validate(options.capacity)?;
     let trace = read(&args.trace, &args.options)?;
     let plan = ReplayPlan::from_trace(&trace)?;
+    if args.on == "sim" {
+        super::warn_of_short_duration(&plan, &options);
+    }
     let result = match &args.events_out {
         None => run_on(&args.on, args.gpu, &plan, &spec, &options, &mut |_| Ok(()))?,
         Some(path) => {

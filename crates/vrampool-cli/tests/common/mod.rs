@@ -5,13 +5,20 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// A small vrampool CSV log, written into the target directory as `name`.
+/// A small vrampool CSV log, written into the target directory as `name`: 50 allocations of 4 to 12 KiB,
+/// each freed a millisecond later, a millisecond apart (99 ms in all, long enough for the driver-time budget).
 pub fn small_log(name: &str) -> PathBuf {
+    small_log_ticking(name, 1000)
+}
+
+/// [`small_log`] with its events `tick_us` microseconds apart.
+pub fn small_log_ticking(name: &str, tick_us: u64) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut log = String::from("time_us,action,addr,size,stream\n");
     for i in 0..50u64 {
-        log.push_str(&format!("{},alloc,{:#x},{},0\n", 2 * i, 0x1000 * (i % 4 + 1), 4096 * (i % 3 + 1)));
-        log.push_str(&format!("{},free,{:#x},{},0\n", 2 * i + 1, 0x1000 * (i % 4 + 1), 4096 * (i % 3 + 1)));
+        let (addr, size) = (0x1000 * (i % 4 + 1), 4096 * (i % 3 + 1));
+        log.push_str(&format!("{},alloc,{addr:#x},{size},0\n", 2 * i * tick_us));
+        log.push_str(&format!("{},free,{addr:#x},{size},0\n", (2 * i + 1) * tick_us));
     }
     std::fs::write(&path, log).unwrap();
     path
