@@ -2,7 +2,8 @@
 """Writes the test data of vrampool-trace into this folder.
 
 Run from anywhere with Python 3 (no third-party packages): `python3 crates/vrampool-trace/tests/data/generate.py`.
-It writes small crafted snapshots, malformed and malicious pickles, CSV logs, and `real_traces_expected.txt`:
+It writes small crafted snapshots, malformed and malicious pickles, CSV logs, the snapshot the example of
+`traces/README.md` writes (`readme_tiny.pickle`), and `real_traces_expected.txt`:
 figures that Python's own `pickle` module reads from the snapshots in `traces/`, which the Rust tests compare
 against their own decoding. The tests never run Python.
 """
@@ -12,6 +13,7 @@ import io
 import math
 import os
 import pickle
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "traces"))
@@ -285,7 +287,28 @@ def real():
     write("real_traces_expected.txt", "\n".join(lines) + "\n")
 
 
+def readme_example():
+    """Runs the Python example of traces/README.md (its one ```python block) in a scratch folder and keeps what it
+    writes, `tiny.pickle`, as `readme_tiny.pickle`: the snapshot tests/readme_examples.rs reads and compares with
+    the entries the example lists."""
+    with open(os.path.join(TRACES, "README.md")) as f:
+        readme = f.read()
+    blocks = readme.split("```python\n")
+    assert len(blocks) == 2, "traces/README.md has one ```python block"
+    code = blocks[1].split("```")[0]
+    with tempfile.TemporaryDirectory() as scratch:
+        here = os.getcwd()
+        os.chdir(scratch)
+        try:
+            exec(code, {})
+        finally:
+            os.chdir(here)
+        with open(os.path.join(scratch, "tiny.pickle"), "rb") as f:
+            write("readme_tiny.pickle", f.read())
+
+
 if __name__ == "__main__":
     crafted()
     csv_logs()
     real()
+    readme_example()
