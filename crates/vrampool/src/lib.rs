@@ -51,6 +51,7 @@ mod report;
 mod request;
 mod slab;
 mod stream;
+mod stream_homes;
 mod stream_order;
 mod stream_uses;
 mod sync;

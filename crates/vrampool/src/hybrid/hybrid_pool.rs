@@ -18,6 +18,7 @@ use crate::pool::{Allocation, Pool};
 use crate::report::{BlockReport, Listing, PoolReport, ReportLimit, SizeClassReport};
 use crate::request::Request;
 use crate::stream::StreamId;
+use crate::stream_homes::StreamHomes;
 use crate::stream_order::{FreeTag, StreamOrder};
 use crate::thread_slot;
 use crate::units::{MAX_BLOCK_SIZE, MIN_BLOCK};
@@ -87,6 +88,8 @@ pub struct HybridPool {
     /// The streams the pool has seen and the events that order reuse between them: the classes' and the
     /// region's alike, so that a block's tag means the same in both.
     order: Arc<StreamOrder>,
+    /// The thread that allocates on each stream, where the classes keep the blocks others free for it.
+    homes: StreamHomes,
     dynamic: Arc<DynamicPool>,
     core: OnceLock<Arc<Core>>,
     learner: Mutex<Option<ClassLearner>>,
@@ -114,6 +117,7 @@ impl HybridPool {
         let pool = HybridPool {
             backend,
             order,
+            homes: StreamHomes::default(),
             dynamic,
             core: OnceLock::new(),
             learner: Mutex::new(learn.then(ClassLearner::default)),
@@ -311,7 +315,7 @@ impl HybridPool {
         let block = class.live(index, addr)?;
         let tag = self.order.tag_free(block.stream_index());
         let slot = thread_slot::current();
-        class.free_block(slot, block, tag, addr)?;
+        class.free_block(self.homes.keeper(block.stream_index(), slot), block, tag, addr)?;
         self.watermark.count(slot, -1, core.total_blocks());
         self.counters.on_free(slot, block.size());
         Ok(())
@@ -338,6 +342,7 @@ impl Pool for HybridPool {
                     // block that this stream may reuse at once.
                     let slot = thread_slot::current();
                     let stream_index = self.order.index_of(stream);
+                    self.homes.note(stream_index, slot);
                     let cached = class.take_cached(slot, stream_index, size);
                     if let Some((index, tag)) = cached
                         && tag.reusable_on(stream_index)
