@@ -41,6 +41,7 @@ mod error;
 mod excerpt;
 mod fallback_segments;
 mod fixed;
+mod free_sequence;
 mod host_table;
 mod hot_list;
 mod hybrid;

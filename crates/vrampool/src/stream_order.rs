@@ -10,13 +10,14 @@
 //! from which events on those streams cover those frees. Tags of coalesced blocks merge.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, EventId};
 use crate::error::Result;
+use crate::free_sequence::FreeSequence;
 use crate::stream::StreamId;
 
 /// Streams a pool tells apart; the streams after the first 63 share the last index, for which reuse
@@ -97,7 +98,7 @@ pub(crate) struct StreamOrder {
     streams: [AtomicU64; MAX_STREAMS],
     count: AtomicUsize,
     /// Per stream, the sequence number the next event recorded on it takes, which the frees on it read.
-    seqs: [CachePadded<AtomicU64>; MAX_STREAMS],
+    seqs: [CachePadded<FreeSequence>; MAX_STREAMS],
     /// Per stream, its events not yet seen complete.
     events: [CachePadded<Mutex<StreamEvents>>; MAX_STREAMS],
     /// Held while a stream is registered.
@@ -110,7 +111,7 @@ impl Default for StreamOrder {
         StreamOrder {
             streams: std::array::from_fn(|_| AtomicU64::new(0)),
             count: AtomicUsize::new(0),
-            seqs: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(1))),
+            seqs: std::array::from_fn(|_| CachePadded::default()),
             events: std::array::from_fn(|_| CachePadded::new(Mutex::new(StreamEvents::default()))),
             registering: Mutex::new(()),
             counters: OrderCounters::default(),
@@ -185,11 +186,7 @@ impl StreamOrder {
         if index == OVERFLOW {
             return FreeTag::freed(index, 0);
         }
-        // Pairs with the fence after the number's advance in `record_on`: if this load reads the number
-        // before that advance, this fence precedes that one, and the work the caller queued before the
-        // free is queued before the event is recorded, on any thread.
-        fence(Ordering::SeqCst);
-        FreeTag::freed(index, self.seqs[index].load(Ordering::Relaxed))
+        FreeTag::freed(index, self.seqs[index].read_at_free())
     }
 
     /// [`StreamOrder::tag_free`] while the pool has seen one stream: the caller checked
@@ -197,7 +194,7 @@ impl StreamOrder {
     /// it by the stream; an event a second stream's reuse records later covers it.
     #[inline]
     pub(crate) fn single_stream_tag(&self, index: usize) -> FreeTag {
-        FreeTag::freed(index, self.seqs[index].load(Ordering::Relaxed))
+        FreeTag::freed(index, self.seqs[index].read_alone())
     }
 
     /// Records an event on the stream with `index` that covers every free that has read its number, under
@@ -208,9 +205,7 @@ impl StreamOrder {
         index: usize,
         stream_events: &mut StreamEvents,
     ) -> Result<(u64, EventId)> {
-        let seq = self.seqs[index].fetch_add(1, Ordering::SeqCst);
-        // Pairs with the fence of `tag_free`: see there.
-        fence(Ordering::SeqCst);
+        let seq = self.seqs[index].advance_for_event();
         let event = backend.record_event(self.stream_at(index))?;
         self.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
         stream_events.pending.push_back((seq, event));
@@ -287,8 +282,7 @@ impl StreamOrder {
         // Each stream's lock, in index order (no other path holds two).
         let mut all: Vec<_> = self.events.iter().map(|events| events.lock()).collect();
         // The frees that read these numbers came before the synchronisation; later frees read higher ones.
-        let through: Vec<u64> = self.seqs.iter().map(|seq| seq.fetch_add(1, Ordering::SeqCst)).collect();
-        fence(Ordering::SeqCst);
+        let through: Vec<u64> = self.seqs.iter().map(|seq| seq.advance_for_event()).collect();
         backend.synchronize()?;
         self.counters.synchronizations.fetch_add(1, Ordering::Relaxed);
         for (stream_events, &seq) in all.iter_mut().zip(&through) {
