@@ -13,6 +13,7 @@ use crate::report::{BlockReport, Listing, PoolReport, ReportLimit, SegmentKind, 
 use crate::request::Request;
 use crate::slab::Slab;
 use crate::stream::StreamId;
+use crate::stream_homes::StreamHomes;
 use crate::stream_order::StreamOrder;
 use crate::thread_slot;
 
@@ -57,6 +58,8 @@ pub struct FixedPool {
     fallbacks: FallbackSegments,
     fallback_reasons: [AtomicU64; 3],
     order: StreamOrder,
+    /// The thread that allocates on each stream, where the blocks others free for it are kept.
+    homes: StreamHomes,
     counters: StatsCounters,
     device: ReservedCounters,
     /// The most the pool may hold, its reservation and fallback segments together, set at run time
@@ -88,6 +91,7 @@ impl FixedPool {
             fallbacks: FallbackSegments::default(),
             fallback_reasons: Default::default(),
             order: StreamOrder::default(),
+            homes: StreamHomes::default(),
             counters: StatsCounters::default(),
             device,
             limit: AtomicU64::new(u64::MAX),
@@ -184,6 +188,7 @@ impl FixedPool {
         }
         let stream_index = self.order.index_of(stream);
         let slot = thread_slot::current();
+        self.homes.note(stream_index, slot);
         let (index, tag) = self.slab.take_hot(slot, stream_index, size)?;
         if !tag.reusable_on(stream_index) {
             // Rare: a block this thread freed on another stream. The general path orders its reuse.
@@ -207,6 +212,7 @@ impl FixedPool {
         }
         let stream_index = self.order.index_of(stream);
         let slot = thread_slot::current();
+        self.homes.note(stream_index, slot);
         let Some((index, tag)) = self.slab.take(slot, stream_index, size) else {
             return self.fallback(request, stream, FallbackReason::Exhausted);
         };
@@ -236,8 +242,8 @@ impl FixedPool {
         true
     }
 
-    /// Any free: a block of the slab (tagged with its stream's sequence number), a fallback
-    /// segment, or the error a bad address gets.
+    /// Any free: a block of the slab (tagged with its stream's sequence number, and kept where the thread
+    /// that allocates on its stream takes blocks), a fallback segment, or the error a bad address gets.
     #[inline(never)]
     fn free_any(&self, addr: u64) -> Result<()> {
         if !self.slab.contains(addr) {
@@ -246,7 +252,7 @@ impl FixedPool {
         let block = self.slab.live_block(addr)?;
         let tag = self.order.tag_free(block.stream_index());
         let slot = thread_slot::current();
-        self.slab.release(slot, block, tag)?;
+        self.slab.release(self.homes.keeper(block.stream_index(), slot), block, tag)?;
         self.counters.on_free(slot, block.size());
         Ok(())
     }
