@@ -224,32 +224,6 @@ fn stats_follow_pytorch_vocabulary() {
 /// which reuses it on its stream with no event, while the freeing thread reuses its own.
 #[test]
 fn a_block_freed_by_another_thread_returns_to_its_streams_thread_without_an_event() {
-    let (s1, s2) = (StreamId(0x1000), StreamId(0x2000));
-    let device = sim();
     let config = FixedConfig::default().block_size(4096).block_count(8);
-    let pool = Arc::new(FixedPool::new(device, config).unwrap());
-    let mine = pool.allocate(4096, 256, s2).unwrap();
-    let (to_main, from_owner) = std::sync::mpsc::channel();
-    let (to_owner, from_main) = std::sync::mpsc::channel::<()>();
-    let owner = {
-        let pool = pool.clone();
-        std::thread::spawn(move || {
-            let theirs = pool.allocate(4096, 256, s1).unwrap();
-            to_main.send(theirs.addr).unwrap();
-            from_main.recv().unwrap();
-            let again = pool.allocate(4096, 256, s1).unwrap();
-            pool.free(again.addr).unwrap();
-            again.addr
-        })
-    };
-    let theirs = from_owner.recv().unwrap();
-    pool.free(mine.addr).unwrap();
-    pool.free(theirs).unwrap();
-    let reused = pool.allocate(4096, 256, s2).unwrap();
-    assert_eq!(reused.addr, mine.addr, "the freeing thread reuses its own stream's block");
-    to_owner.send(()).unwrap();
-    assert_eq!(owner.join().unwrap(), theirs, "the block went back to the thread of its stream");
-    let stats = pool.stats();
-    assert_eq!((stats.events_recorded, stats.stream_waits, stats.synchronizations), (0, 0, 0), "{stats:?}");
-    pool.free(reused.addr).unwrap();
+    common::blocks_freed_for_another_threads_stream_return_to_it(Arc::new(FixedPool::new(sim(), config).unwrap()));
 }

@@ -278,3 +278,34 @@ pub fn snapshot(pool: &dyn Pool) -> (PoolReport, PoolStats) {
 }
 
 pub const S0: StreamId = StreamId::DEFAULT;
+
+/// A thread per stream on `pool`, whose blocks of 4096 bytes come from its cache: the main thread allocates
+/// on one stream, another thread on a second; the main thread frees a block of each, and each thread's next
+/// allocation on its own stream must get its own block back with no event, wait or synchronisation.
+pub fn blocks_freed_for_another_threads_stream_return_to_it(pool: Arc<dyn Pool>) {
+    let (s1, s2) = (StreamId(0x1000), StreamId(0x2000));
+    let mine = pool.allocate(4096, 256, s2).unwrap();
+    let (to_main, from_owner) = std::sync::mpsc::channel();
+    let (to_owner, from_main) = std::sync::mpsc::channel::<()>();
+    let owner = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            let theirs = pool.allocate(4096, 256, s1).unwrap();
+            to_main.send(theirs.addr).unwrap();
+            from_main.recv().unwrap();
+            let again = pool.allocate(4096, 256, s1).unwrap();
+            pool.free(again.addr).unwrap();
+            again.addr
+        })
+    };
+    let theirs = from_owner.recv().unwrap();
+    pool.free(mine.addr).unwrap();
+    pool.free(theirs).unwrap();
+    let reused = pool.allocate(4096, 256, s2).unwrap();
+    assert_eq!(reused.addr, mine.addr, "the freeing thread reuses its own stream's block");
+    to_owner.send(()).unwrap();
+    assert_eq!(owner.join().unwrap(), theirs, "the block went back to the thread of its stream");
+    let stats = pool.stats();
+    assert_eq!((stats.events_recorded, stats.stream_waits, stats.synchronizations), (0, 0, 0), "{stats:?}");
+    pool.free(reused.addr).unwrap();
+}
