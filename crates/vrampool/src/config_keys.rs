@@ -334,6 +334,17 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     )
     .replaced_in_adaptive(ALWAYS_MOVES),
     ConfigKey::new(
+        "shards",
+        KeyScope::Dynamic,
+        "with virtual memory: the most shards threads that allocate at once spread over, each a range with its own lock, 1 to 64",
+        |spec, v| {
+            let shards = v.number()?;
+            spec.adaptive.shards = shards;
+            set_dynamic(spec, shards, |d, shards| d.shards = shards)
+        },
+        |spec| Some(spec.dynamic().shards.to_string()),
+    ),
+    ConfigKey::new(
         "avoid_retiring",
         KeyScope::Dynamic,
         "`true` or `false`",

@@ -69,7 +69,7 @@ pub use buffer::Buffer;
 pub use byte_format::{BYTE_UNITS, format_bytes, human_bytes, parse_bytes, short_bytes, whole_mib};
 pub use config_keys::{CONFIG_KEYS, ConfigKey, KeyScope};
 pub use counters::{PoolStats, Stat};
-pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, PagePolicy, Paging, VirtualMemory};
+pub use dynamic::{Cap, DynamicConfig, DynamicPool, GrowthPolicy, MAX_SHARDS, PagePolicy, Paging, VirtualMemory};
 pub use error::{Error, Result};
 pub use excerpt::{MAX_EXCERPT_CHARS, excerpt};
 pub use fixed::{Fallback, FixedConfig, FixedPool};

@@ -34,6 +34,15 @@ pub struct AdaptiveConfig {
     /// Grow ahead of need and give blocks back on the allocating thread, so that replays repeat exactly.
     /// Default: false.
     pub deterministic: bool,
+    /// The most shards the region spreads over for threads that allocate at once
+    /// ([`DynamicConfig::shards`]). Default: 16.
+    #[serde(default = "default_shards")]
+    pub shards: usize,
+}
+
+/// The default [`AdaptiveConfig::shards`]: the dynamic pool's.
+fn default_shards() -> usize {
+    DynamicConfig::default().shards
 }
 
 impl Default for AdaptiveConfig {
@@ -43,6 +52,7 @@ impl Default for AdaptiveConfig {
             virtual_memory: VirtualMemory::Auto,
             pages: PagePolicy::default(),
             deterministic: false,
+            shards: default_shards(),
         }
     }
 }
@@ -66,6 +76,12 @@ impl AdaptiveConfig {
         self
     }
 
+    /// Sets the most shards of the region.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// Sets whether background work runs on the allocating thread.
     pub fn deterministic(mut self, deterministic: bool) -> Self {
         self.deterministic = deterministic;
@@ -80,6 +96,7 @@ impl AdaptiveConfig {
             cap: self.cap,
             virtual_memory: self.virtual_memory,
             paging: Paging::Adaptive(self.pages),
+            shards: self.shards,
             ..HybridConfig::default().dynamic
         }
     }

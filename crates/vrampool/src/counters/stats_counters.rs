@@ -57,8 +57,7 @@ impl Default for StatsCounters {
     }
 }
 
-/// A reading of a pool's allocation counts: of [`StatsCounters`], or of the dynamic pool's
-/// `LiveTally`.
+/// A reading of a pool's allocation counts ([`StatsCounters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CounterReading {
     pub(crate) allocated: u64,

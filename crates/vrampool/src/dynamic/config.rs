@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::page_policy::PagePolicy;
+use super::shard_set::MAX_SHARDS;
 use crate::error::{Error, Result};
 use crate::units::MIB;
 
@@ -94,6 +95,12 @@ pub struct DynamicConfig {
     /// With virtual memory: the pages mapped and how the range grows. Default: [`Paging::Device`].
     #[serde(default)]
     pub paging: Paging,
+    /// With virtual memory: the most shards the pool spreads over, each a range with a lock of its own,
+    /// for threads that allocate at once and keep finding one another holding the lock; 1 to
+    /// [`MAX_SHARDS`](crate::MAX_SHARDS). A program whose threads take turns stays in one. Without
+    /// virtual memory the pool has one. Default: 16.
+    #[serde(default = "default_shards")]
+    pub shards: usize,
 }
 
 impl Default for DynamicConfig {
@@ -109,8 +116,14 @@ impl Default for DynamicConfig {
             avoid_retiring: true,
             address_space_factor: 2,
             paging: Paging::Device,
+            shards: default_shards(),
         }
     }
+}
+
+/// The default [`DynamicConfig::shards`]: 16.
+fn default_shards() -> usize {
+    16
 }
 
 /// The default [`DynamicConfig::alias_in_use`]: true.
@@ -178,6 +191,12 @@ impl DynamicConfig {
         self
     }
 
+    /// Sets the most shards.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// Checks the configuration against a device of `capacity` bytes; returns the cap in bytes.
     pub fn validate(&self, capacity: u64) -> Result<u64> {
         if !(self.growth_factor > 1.0 && self.growth_factor.is_finite()) {
@@ -198,6 +217,9 @@ impl DynamicConfig {
                 self.initial_size,
                 format!("exceeds the cap of {cap} bytes"),
             ));
+        }
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(Error::invalid_config("shards", self.shards, format!("must be 1 to {MAX_SHARDS}")));
         }
         if self.address_space_factor == 0 {
             return Err(Error::invalid_config("address_space_factor", 0, "must be at least 1"));

@@ -7,6 +7,7 @@ mod growth_policy;
 mod page_policy;
 mod pool_device;
 mod segment_space;
+mod shard_set;
 mod space;
 mod virtual_space;
 
@@ -15,3 +16,4 @@ pub use config::{Cap, DynamicConfig, Paging, VirtualMemory};
 pub use dynamic_pool::DynamicPool;
 pub use growth_policy::GrowthPolicy;
 pub use page_policy::PagePolicy;
+pub use shard_set::MAX_SHARDS;

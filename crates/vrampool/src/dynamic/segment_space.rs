@@ -70,6 +70,11 @@ impl SegmentSpace {
             .collect()
     }
 
+    /// The bytes of every segment.
+    pub(super) fn reserved_bytes(&self) -> u64 {
+        self.total
+    }
+
     /// Adds a segment that holds `need` bytes, sized by the growth policy with `pending` bytes being added
     /// outside the pool's lock; false when the cap or the device refuses it.
     pub(super) fn grow(

@@ -106,6 +106,22 @@ impl Space {
         }
     }
 
+    /// The bytes the space holds from the device: its mapped chunks, or its segments.
+    pub(super) fn reserved_bytes(&self) -> u64 {
+        match self {
+            Space::Segments(segments) => segments.reserved_bytes(),
+            Space::Virtual(space) => space.report().reserved_bytes,
+        }
+    }
+
+    /// The virtual range's first address and bytes; `None` for segments, whose addresses are the device's.
+    pub(super) fn range(&self) -> Option<(u64, u64)> {
+        match self {
+            Space::Segments(_) => None,
+            Space::Virtual(space) => Some(space.range()),
+        }
+    }
+
     /// Whether the space is one virtual range: all its addresses reserved at the start, it grows by mapping
     /// memory under them, so no growth adds addresses.
     pub(super) fn grows_in_place(&self) -> bool {

@@ -18,6 +18,7 @@ use driver_budget::DriverBudget;
 use page_plan::{PageMove, Shortfall, cover, move_batches, new_pages, page_batches};
 
 use super::config::{DynamicConfig, Paging};
+use super::growth_policy::GrowthPolicy;
 use super::page_policy::PagePolicy;
 use super::pool_device::PoolDevice;
 use super::space::Backing;
@@ -77,6 +78,9 @@ pub(super) struct VirtualSpace {
     /// The time moves of idle pages took, against their share of it ([`PagePolicy::driver_per_mille`]; no
     /// bound for the device's pages).
     budget: DriverBudget,
+    /// While a block is backed: the bytes the pool's other shards hold or are adding, which count against
+    /// the cap as the space's own do ([`PoolDevice::held_elsewhere`]); 0 otherwise.
+    held_elsewhere: u64,
 }
 
 /// Chunks mapped ahead of need ([`VirtualSpace::plan_ahead`]): planned under the pool's lock, mapped by
@@ -170,7 +174,20 @@ impl VirtualSpace {
                 Paging::Device => u64::MAX,
                 Paging::Adaptive(policy) => policy.driver_per_mille,
             }),
+            held_elsewhere: 0,
         })
+    }
+
+    /// The range's first address and its bytes.
+    pub(super) fn range(&self) -> (u64, u64) {
+        (self.chunks.base(), self.chunks.size())
+    }
+
+    /// The growth rule as this space sees it while backing a block: the pool's, its cap less what the pool's
+    /// other shards hold ([`VirtualSpace::held_elsewhere`]).
+    fn policy(&self, device: &PoolDevice) -> GrowthPolicy {
+        let policy = device.policy();
+        GrowthPolicy { cap: policy.cap.saturating_sub(self.held_elsewhere), ..policy }
     }
 
     /// Whether `addr` lies in the range.
@@ -217,6 +234,9 @@ impl VirtualSpace {
             None => self.away_from_retiring(ranges, request, carved, missing, device)?,
         };
         let block = self.chunks.chunks_of(carved.offset, carved.size);
+        // From here to the mapping, other shards add no memory: the room under the cap stays what is seen.
+        let growth = device.lock_growth();
+        self.held_elsewhere = device.held_elsewhere(self.chunks.mapped_bytes() + pending);
         let backed = if self.pages.is_some() {
             ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
                 self.back_pages(pending, missing, block, device, drain_first)
@@ -232,6 +252,8 @@ impl VirtualSpace {
                 .map(|backed| if backed { Outcome::Backed } else { Outcome::Refused })
             }
         };
+        self.held_elsewhere = 0;
+        drop(growth);
         let outcome = match backed {
             Ok(Outcome::Backed) => return Ok(Backing::Placed(carved)),
             Ok(Outcome::Refused) => Ok(Backing::Refused),
@@ -370,7 +392,7 @@ impl VirtualSpace {
     /// chunks whose last use is known complete (see [`VirtualSpace::safe_idle_runs`]); it waits for the
     /// whole device only when the rest cannot be grown under the cap, or when several streams are in use.
     fn back_chunks(&mut self, pending: u64, mut missing: Vec<Range<usize>>, device: &PoolDevice) -> Result<bool> {
-        let policy = device.policy();
+        let policy = self.policy(device);
         self.unmap_retired(&missing, device)?;
         let need = chunk_count(&missing);
         let idle = self.chunks.idle_chunks();
@@ -465,7 +487,7 @@ impl VirtualSpace {
         if drain_first() {
             return Ok(Outcome::DrainFirst(self.chunks.bytes(chunk_count(&missing))));
         }
-        let cap = device.policy().cap;
+        let cap = self.policy(device).cap;
         let granularity = self.chunks.granularity();
         let mut pages = Vec::new();
         for attempt in 0..2 {
@@ -629,7 +651,7 @@ impl VirtualSpace {
         }
         let reserved = self.chunks.mapped_bytes() + pending;
         let moved = self.chunks.bytes(self.chunks.moved_since_growth());
-        device.policy().growth(reserved, self.chunks.bytes(need)).is_some_and(|step| moved >= step)
+        self.policy(device).growth(reserved, self.chunks.bytes(need)).is_some_and(|step| moved >= step)
     }
 
     /// Idle chunks that can be moved without waiting, at most `limit` ([`VirtualSpace::settle_epochs`]).

@@ -1,0 +1,313 @@
+//! The shards of a dynamic pool: independent regions, each behind its own lock, that threads contending
+//! for one spread over.
+//!
+//! A pool starts with one shard, and every thread allocates there. A thread that keeps finding its shard's
+//! lock taken ([`MOVE_AFTER`] times within [`WINDOW`]) moves to another, opened for it where every open one already has threads: so a program whose
+//! threads take turns (one thread at a time, or a second thread that rarely meets the first) keeps all its
+//! memory in one shard, and only threads that really allocate at once pay for a shard each, in memory one
+//! shard cannot lend another. A block is freed in the shard that holds it, found by its address.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::thread_slot::ALL_SLOTS;
+
+/// The most shards a pool may open ([`crate::DynamicConfig::shards`]).
+pub const MAX_SHARDS: usize = 64;
+
+/// A thread moves to another shard once it has found its shard's lock taken this many times within
+/// [`WINDOW`]. Counted in time rather than against the acquisitions that found the lock free: threads
+/// that contend for a lock take turns in long runs, each parked while the other runs, so that a thread
+/// finds the lock taken once per run of hundreds of acquisitions, and each time pays a park and a wake.
+const MOVE_AFTER: u32 = 32;
+
+/// The window [`MOVE_AFTER`] contended acquisitions must fall in: a program whose threads meet only now
+/// and then never moves.
+const WINDOW: Duration = Duration::from_millis(10);
+
+/// A home not chosen yet: the thread has not allocated from the pool.
+const NO_HOME: usize = usize::MAX;
+
+/// One shard: its state behind a lock, and the addresses it holds.
+#[derive(Debug)]
+struct Shard<S> {
+    state: CachePadded<Mutex<S>>,
+    /// The addresses the shard's blocks lie in (every address where it is the only shard possible).
+    addresses: Range<u64>,
+}
+
+/// A thread slot's shard, and how often it found that shard's lock taken lately.
+#[derive(Debug)]
+struct Home {
+    shard: AtomicUsize,
+    /// Contended acquisitions since `since`.
+    contended: AtomicU32,
+    /// When the current window of contended acquisitions began, in nanoseconds from the set's start.
+    since: AtomicU64,
+}
+
+/// Up to a configured number of shards of state `S`, opened as contention asks for them, and the shard
+/// each thread slot allocates in.
+///
+/// Costs: choosing a thread's shard is a read of its slot's line and a `try_lock`; finding a block's
+/// shard, one comparison per open shard.
+#[derive(Debug)]
+pub(super) struct ShardSet<S> {
+    shards: Box<[OnceLock<Shard<S>>]>,
+    /// Shards open: those at indices below it.
+    open: AtomicUsize,
+    /// Per thread slot, its shard and contention score, each in a line of its own.
+    homes: Box<[CachePadded<Home>]>,
+    /// Per shard, the thread slots that chose it as their home.
+    residents: Box<[AtomicU32]>,
+    /// Held while a shard is opened.
+    opening: Mutex<()>,
+    /// The set's start, the origin of [`Home::since`].
+    start: Instant,
+}
+
+impl<S> ShardSet<S> {
+    /// A set of at most `most` shards (at least 1, at most [`MAX_SHARDS`]) whose first is `first`, holding
+    /// the addresses `addresses`.
+    pub(super) fn new(first: S, addresses: Range<u64>, most: usize) -> Self {
+        let most = most.clamp(1, MAX_SHARDS);
+        let shards: Box<[OnceLock<Shard<S>>]> = (0..most).map(|_| OnceLock::new()).collect();
+        let _ = shards[0].set(Shard { state: CachePadded::new(Mutex::new(first)), addresses });
+        ShardSet {
+            shards,
+            open: AtomicUsize::new(1),
+            homes: (0..ALL_SLOTS)
+                .map(|_| {
+                    CachePadded::new(Home {
+                        shard: AtomicUsize::new(NO_HOME),
+                        contended: AtomicU32::new(0),
+                        since: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            residents: (0..most).map(|_| AtomicU32::new(0)).collect(),
+            opening: Mutex::new(()),
+            start: Instant::now(),
+        }
+    }
+
+    /// The shards open now.
+    pub(super) fn open_count(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// The lock of open shard `index`.
+    ///
+    /// # Panics
+    /// Where shard `index` is not open.
+    pub(super) fn lock_of(&self, index: usize) -> &Mutex<S> {
+        &self.shards[index].get().expect("an open shard").state
+    }
+
+    /// Every open shard's lock, by index.
+    pub(super) fn locks(&self) -> impl Iterator<Item = &Mutex<S>> {
+        self.shards[..self.open_count()].iter().filter_map(|shard| shard.get().map(|shard| &*shard.state))
+    }
+
+    /// Every open shard's lock, for dropping the set.
+    pub(super) fn locks_mut(&mut self) -> impl Iterator<Item = &mut Mutex<S>> {
+        self.shards.iter_mut().filter_map(|shard| shard.get_mut().map(|shard| &mut *shard.state))
+    }
+
+    /// The shard whose addresses hold `addr`; the first where none does (its error then says why).
+    #[inline]
+    pub(super) fn owner_of(&self, addr: u64) -> usize {
+        let open = self.open_count();
+        if open > 1 {
+            for (index, shard) in self.shards[..open].iter().enumerate().skip(1) {
+                if shard.get().is_some_and(|shard| shard.addresses.contains(&addr)) {
+                    return index;
+                }
+            }
+        }
+        0
+    }
+
+    /// The shard thread slot `slot` allocates in, locked: its home, where the lock is free or the thread
+    /// has not contended for it lately; else, once it has, another shard (`open` makes a new one, with its
+    /// addresses, where every open shard has threads and fewer than the most are open; `None` where it
+    /// cannot, and the thread stays). Returns the shard's index and its guard.
+    #[inline]
+    pub(super) fn lock_home(
+        &self,
+        slot: usize,
+        open: impl FnOnce() -> Option<(S, Range<u64>)>,
+    ) -> (usize, MutexGuard<'_, S>) {
+        let home = &self.homes[slot];
+        let mut index = home.shard.load(Ordering::Relaxed);
+        if index == NO_HOME {
+            index = 0;
+            home.shard.store(0, Ordering::Relaxed);
+            self.residents[0].fetch_add(1, Ordering::Relaxed);
+        }
+        let lock = self.lock_of(index);
+        if let Some(guard) = lock.try_lock() {
+            return (index, guard);
+        }
+        self.contended(slot, index, open)
+    }
+
+    /// The slow path of [`ShardSet::lock_home`]: the home's lock was taken.
+    #[cold]
+    fn contended(
+        &self,
+        slot: usize,
+        mut index: usize,
+        open: impl FnOnce() -> Option<(S, Range<u64>)>,
+    ) -> (usize, MutexGuard<'_, S>) {
+        let home = &self.homes[slot];
+        let now = self.start.elapsed().as_nanos() as u64;
+        let count = if now.saturating_sub(home.since.load(Ordering::Relaxed)) > WINDOW.as_nanos() as u64 {
+            home.since.store(now, Ordering::Relaxed);
+            1
+        } else {
+            home.contended.load(Ordering::Relaxed) + 1
+        };
+        if count < MOVE_AFTER || self.shards.len() == 1 {
+            home.contended.store(count, Ordering::Relaxed);
+        } else {
+            home.contended.store(0, Ordering::Relaxed);
+            if let Some(target) = self.new_home(index, open) {
+                self.residents[index].fetch_sub(1, Ordering::Relaxed);
+                self.residents[target].fetch_add(1, Ordering::Relaxed);
+                home.shard.store(target, Ordering::Relaxed);
+                index = target;
+            }
+        }
+        (index, self.lock_of(index).lock())
+    }
+
+    /// Moves thread slot `slot` as contention would, at once: to a shard no thread has chosen, opened by
+    /// `open` where none is; returns its new shard.
+    #[cfg(test)]
+    pub(super) fn move_home(&self, slot: usize, open: impl FnOnce() -> Option<(S, Range<u64>)>) -> usize {
+        let home = &self.homes[slot];
+        let current = match home.shard.load(Ordering::Relaxed) {
+            NO_HOME => {
+                self.residents[0].fetch_add(1, Ordering::Relaxed);
+                0
+            }
+            index => index,
+        };
+        let target = self.new_home(current, open).unwrap_or(current);
+        self.residents[current].fetch_sub(1, Ordering::Relaxed);
+        self.residents[target].fetch_add(1, Ordering::Relaxed);
+        home.shard.store(target, Ordering::Relaxed);
+        target
+    }
+
+    /// The shard a thread contending in shard `current` moves to: an open one no thread has chosen, else a
+    /// new one, else the open one with the fewest threads where that is fewer than `current` has besides
+    /// the mover; `None` to stay.
+    fn new_home(&self, current: usize, open: impl FnOnce() -> Option<(S, Range<u64>)>) -> Option<usize> {
+        let _opening = self.opening.lock();
+        let count = self.open_count();
+        let residents = |i: usize| self.residents[i].load(Ordering::Relaxed);
+        let fewest = (0..count).filter(|&i| i != current).min_by_key(|&i| residents(i));
+        if let Some(empty) = fewest.filter(|&i| residents(i) == 0) {
+            return Some(empty);
+        }
+        if count < self.shards.len()
+            && let Some((state, addresses)) = open()
+        {
+            let _ = self.shards[count].set(Shard { state: CachePadded::new(Mutex::new(state)), addresses });
+            self.open.store(count + 1, Ordering::Release);
+            return Some(count);
+        }
+        fewest.filter(|&i| residents(i) + 1 < residents(current))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+
+    use super::*;
+    use crate::thread_slot;
+
+    #[test]
+    fn a_lone_thread_stays_in_the_first_shard() {
+        let set = ShardSet::new(0u64, 0..100, 8);
+        let slot = thread_slot::current().index;
+        for _ in 0..10_000 {
+            let (index, mut guard) = set.lock_home(slot, || panic!("no shard is opened without contention"));
+            assert_eq!(index, 0);
+            *guard += 1;
+        }
+        assert_eq!(set.open_count(), 1);
+        assert_eq!(*set.lock_of(0).lock(), 10_000);
+    }
+
+    #[test]
+    fn contending_threads_spread_over_new_shards_and_addresses_find_theirs() {
+        let set = ShardSet::new(0u64, 0..100, 4);
+        let opened = AtomicUsize::new(0);
+        let threads = 4;
+        let barrier = Barrier::new(threads);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let done: u64 = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let slot = thread_slot::current().index;
+                        barrier.wait();
+                        let mut done = 0;
+                        // Until contention has opened a second shard (or the deadline, on a host too
+                        // busy to run two of them at once).
+                        while set.open_count() < 2 && std::time::Instant::now() < deadline {
+                            for _ in 0..1000 {
+                                let (_, mut guard) = set.lock_home(slot, || {
+                                    let n = opened.fetch_add(1, Ordering::Relaxed) as u64 + 1;
+                                    Some((0, n * 100..(n + 1) * 100))
+                                });
+                                // Work under the lock long enough that a second thread finds it taken.
+                                for _ in 0..50 {
+                                    *guard = std::hint::black_box(*guard + 1);
+                                }
+                                done += 50;
+                            }
+                        }
+                        done
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).sum()
+        });
+        let total: u64 = set.locks().map(|lock| *lock.lock()).sum();
+        assert_eq!(total, done, "every increment landed in one shard or another");
+        assert_eq!(set.open_count(), 1 + opened.load(Ordering::Relaxed));
+        assert!(set.open_count() > 1, "threads contending for one lock opened no other shard");
+        assert!(set.open_count() <= 4, "at most the configured shards");
+        for index in 0..set.open_count() {
+            assert_eq!(set.owner_of(index as u64 * 100 + 7), index);
+        }
+        assert_eq!(set.owner_of(10_000), 0, "an address no shard holds goes to the first");
+    }
+
+    #[test]
+    fn one_shard_at_most_never_moves_a_thread() {
+        let set = ShardSet::new((), 0..u64::MAX, 1);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    let slot = thread_slot::current().index;
+                    for _ in 0..20_000 {
+                        let (index, _guard) = set.lock_home(slot, || panic!("the one shard is the most"));
+                        assert_eq!(index, 0);
+                    }
+                });
+            }
+        });
+        assert_eq!(set.open_count(), 1);
+    }
+}
