@@ -46,6 +46,15 @@
 #                                             graphs, torch.compile, cuDNN benchmark, out of memory, empty_cache,
 #                                             memory fraction, statistics, snapshots, MemPool, NCCL) under
 #                                             PyTorch's allocator and under vrampool, each in its own process
+#   scripts/gpu-run.sh threads-torch [THREADS]
+#                                             the churn of shared_churn.rs (each thread on a stream of its own, one
+#                                             block in 8 freed by the next thread) from 1, 2, 4, 8 and 16 threads
+#                                             (or THREADS, e.g. 1,4,16) of one process, through PyTorch's caching
+#                                             allocator and through vrampool's C ABI: pip install of the wheel, then
+#                                             scripts/torch_latency/threads.py, THREADS_ROUNDS rounds (default 3) of
+#                                             THREADS_SECONDS (default 0.5) per allocator after a warm-up round, in
+#                                             turns; ops/s per thread count, vrampool's over PyTorch's and each over
+#                                             its one-thread figure -> $OUT/threads-torch.txt, .json
 #   scripts/gpu-run.sh e2e WORKLOADS [MODES]  PyTorch training and generation under each allocator mode (default:
 #                                             all of vrampool, vrampool-advised, pytorch, expandable,
 #                                             cudamallocasync, nocache), one untimed warm-up run, then 3 runs
@@ -81,6 +90,16 @@ phase() {
     local status=$?
     echo "$name: exit $status after $((SECONDS - start)) s" | tee -a "$OUT/summary.txt" >&2
     return 0
+}
+
+# Installs .gpu/wheel/'s wheel with pip into a fresh folder and puts that folder first on PYTHONPATH, as
+# pytorch-dropin.py's `drive --wheel` does; VRAMPOOL_LIB is unset, so that the library is the wheel's.
+install_wheel() {
+    local site
+    site=$(mktemp -d "${TMPDIR:-/tmp}/vrampool-site-XXXXXX") || return 1
+    python3 -m pip install --no-deps --no-index --target "$site" "$(ls "$B"/wheel/*.whl)" || return 1
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    unset VRAMPOOL_LIB
 }
 
 # The advised config of each bundled trace (from `vrampool advise`, on this machine's CPU), for a GPU that runs
@@ -315,6 +334,16 @@ dropin)
         --cli "$B/vrampool" "${tests[@]}"
     cat "$OUT/dropin.txt"
     ;;
+threads-torch)
+    if ! install_wheel >"$OUT/threads-torch-install.txt" 2>&1; then
+        echo "pip install of $(ls "$B"/wheel/*.whl) failed:" >&2
+        cat "$OUT/threads-torch-install.txt" >&2
+        exit 1
+    fi
+    phase threads-torch python3 scripts/torch_latency/threads.py --threads "${2:-1,2,4,8,16}" \
+        --seconds "${THREADS_SECONDS:-0.5}" --rounds "${THREADS_ROUNDS:-3}" --out "$OUT/threads-torch.json"
+    cat "$OUT/threads-torch.txt"
+    ;;
 e2e)
     workloads=${2:?workloads}
     modes=${3:-vrampool,vrampool-advised,pytorch,expandable,cudamallocasync,nocache}
@@ -342,7 +371,7 @@ e2e-deterministic)
         --modes "$modes" --reps 2 --extra 1 --warmup 0 --deterministic --lib "$VRAMPOOL_LIB" "${args[@]}"
     ;;
 *)
-    echo "usage: $0 checks | dropin [TESTS] | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | churn-pages [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
+    echo "usage: $0 checks | dropin [TESTS] | threads-torch [THREADS] | churn-parts [CONF...] | churn-split [CONF...] | churn-perf [CONF...] | churn-pages [CONF...] | timing-ways | e2e WORKLOADS [MODES] | e2e-deterministic WORKLOADS [MODES [CONF]]" >&2
     exit 2
     ;;
 esac

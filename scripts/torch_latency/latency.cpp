@@ -32,7 +32,7 @@
 
 #include <pybind11/stl.h>
 
-#include <dlfcn.h>
+#include "torch_abi.h"
 
 #include <algorithm>
 #include <chrono>
@@ -46,9 +46,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using AllocFn = void* (*)(size_t, int, cudaStream_t);
-using FreeFn = void (*)(void*, size_t, int, cudaStream_t);
-using LastErrorFn = const char* (*)();
+using vrampool_torch_abi::AllocFn;
+using vrampool_torch_abi::FreeFn;
+using vrampool_torch_abi::LastErrorFn;
 
 constexpr size_t kChurnLive = 1000;
 constexpr double kChurnMin = 256.0;
@@ -286,17 +286,8 @@ py::list run(const std::string& library, const std::vector<std::string>& pattern
         allocator.cast<std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator>>(), stream};
     return run_patterns(torch_allocator, vrampool, patterns, rounds, ops, churn_ops, warmup, seed, turns, on_timing);
   }
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    throw std::runtime_error("dlopen(" + library + ") failed: " + dlerror());
-  }
-  auto alloc_fn = reinterpret_cast<AllocFn>(dlsym(handle, "vrampool_torch_alloc"));
-  auto free_fn = reinterpret_cast<FreeFn>(dlsym(handle, "vrampool_torch_free"));
-  auto last_error = reinterpret_cast<LastErrorFn>(dlsym(handle, "vrampool_last_error"));
-  if (alloc_fn == nullptr || free_fn == nullptr || last_error == nullptr) {
-    throw std::runtime_error(library + " lacks vrampool_torch_alloc, vrampool_torch_free or vrampool_last_error");
-  }
-  Vrampool vrampool{alloc_fn, free_fn, last_error, device, stream};
+  auto functions = vrampool_torch_abi::load(library);
+  Vrampool vrampool{functions.alloc_fn, functions.free_fn, functions.last_error, device, stream};
   return run_patterns(torch_allocator, vrampool, patterns, rounds, ops, churn_ops, warmup, seed, turns, on_timing);
 }
 

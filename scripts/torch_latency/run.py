@@ -39,7 +39,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def build_extension(verbose: bool):
+def build_extension(verbose: bool, name: str = "vrampool_torch_latency", source: str = "latency.cpp"):
+    """Builds (once, then from PyTorch's extension cache) and loads `source` of this folder as the extension `name`."""
     from torch.utils import cpp_extension
     from vrampool._extension import cuda_include_dirs
 
@@ -47,14 +48,33 @@ def build_extension(verbose: bool):
         raise SystemExit("torch.utils.cpp_extension.load needs ninja: `pip install ninja` (or put it on PATH)")
     with_cuda, include_dirs = cuda_include_dirs(cpp_extension)
     return cpp_extension.load(
-        name="vrampool_torch_latency",
-        sources=[str(HERE / "latency.cpp")],
+        name=name,
+        sources=[str(HERE / source)],
         extra_cflags=["-O2"],
-        extra_include_paths=include_dirs,
+        extra_include_paths=[str(HERE), *include_dirs],
         extra_ldflags=["-lc10_cuda", "-ldl"],
         with_cuda=with_cuda,
         verbose=verbose,
     )
+
+
+def import_vrampool():
+    """The vrampool module: the installed package, else this repository's (python/). PyTorch's allocator is left in
+    place."""
+    try:
+        import vrampool
+    except ImportError:
+        sys.path.insert(0, str(REPO / "python"))
+        import vrampool
+    return vrampool
+
+
+def library_file(vrampool, lib: str | None) -> pathlib.Path:
+    """The library to load: `lib`, else $VRAMPOOL_LIB, else the installed package's, else the repository's build."""
+    library = vrampool.library_path(lib).resolve()
+    if not library.is_file():
+        raise SystemExit(f"{library} does not exist: build it with `cargo build --release -p vrampool-capi`")
+    return library
 
 
 PATTERNS = ["pair-4KiB", "pair-1MiB", "pair-64MiB", "churn"]
@@ -165,15 +185,8 @@ def main() -> None:
 
     if args.conf is not None:
         os.environ["VRAMPOOL_CONF"] = args.conf
-    try:
-        import vrampool  # the installed package; PyTorch's allocator is left in place
-    except ImportError:
-        sys.path.insert(0, str(REPO / "python"))
-        import vrampool
-
-    library = vrampool.library_path(args.lib).resolve()
-    if not library.is_file():
-        raise SystemExit(f"{library} does not exist: build it with `cargo build --release -p vrampool-capi`")
+    vrampool = import_vrampool()
+    library = library_file(vrampool, args.lib)
     if args.in_this_process:
         print(json.dumps(measure(args, library)))
         return
