@@ -11,7 +11,9 @@
 // same for both allocators; created once, never destroyed, as vrampool_torch_alloc asks of its streams). Each
 // step frees one victim block and allocates a new one in its place, except that one step in 8 hands the victim
 // to the next thread's mailbox instead (a mutex and a vector per thread, looked at every 256 steps), which frees
-// it: from another thread, with the block's own size and allocation stream. An operation is one allocation or
+// it: from another thread, with the block's own size and allocation stream; a mailbox holds at most 64 blocks (a
+// thread whose next thread lags frees them itself, so that the blocks live stay bounded however the threads are
+// scheduled). An operation is one allocation or
 // one free; ops/s = all threads' operations / the longest thread's time, the threads starting together past a
 // barrier once their first blocks are allocated. Every block is freed at the end of a call, untimed.
 //
@@ -53,6 +55,7 @@ constexpr uint64_t kMaxSize = 8ull << 20;  // largest block
 constexpr size_t kSteps = 1 << 14;        // steps drawn before a thread's sequence repeats
 constexpr size_t kHandoffEvery = 8;       // one step in this many hands its victim to the next thread
 constexpr size_t kChunk = 256;            // steps between two looks at the mailbox (and at the clock)
+constexpr size_t kMailboxMost = 2 * kChunk / kHandoffEvery;  // blocks a mailbox holds at most
 
 // A live block: what either allocator needs to free it.
 struct Block {
@@ -180,9 +183,17 @@ std::vector<Outcome> churn_on(A& allocator, int device, size_t threads, double s
           ops++;
           step++;
         }
+        bool taken;
         {
           std::lock_guard<std::mutex> guard(next.lock);
-          next.blocks.insert(next.blocks.end(), handed.begin(), handed.end());
+          taken = next.blocks.size() < kMailboxMost;
+          if (taken) next.blocks.insert(next.blocks.end(), handed.begin(), handed.end());
+        }
+        if (!taken) {
+          for (const Block& b : handed) {
+            allocator.free(b);
+            ops++;
+          }
         }
         handed.clear();
         {

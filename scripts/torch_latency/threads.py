@@ -7,7 +7,8 @@ headers are needed), then, for each thread count of --threads, runs the churn of
 crates/vrampool-bench/src/shared_churn.rs from that many C++ threads on device 0: thread t on a CUDA stream of its
 own keeps 125 live blocks of log-uniform sizes from 256 B to 8 MiB (drawn before timing, seed t + 1), each step
 frees one and allocates one in its place, and one step in 8 hands its block to the next thread instead, which frees
-it (with the block's own size and stream); one operation is one allocation or one free. The allocators:
+it (with the block's own size and stream; a mailbox holds at most 64 blocks, past which the thread frees its blocks
+itself); one operation is one allocation or one free. The allocators:
 `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream`/`raw_delete` (PyTorch's caching allocator, left in place)
 and `vrampool_torch_alloc`/`vrampool_torch_free` of libvrampool_c.so (--lib, else $VRAMPOOL_LIB, else the installed
 package's; the device pool configured by VRAMPOOL_CONF, or --conf, default the adaptive pool on CUDA virtual

@@ -15,10 +15,17 @@ pub const HANDOFF_EVERY: usize = 8;
 /// Steps between two looks at a thread's mailbox (and between two looks at the clock).
 const CHUNK: u64 = 256;
 
+/// The most blocks a mailbox holds: a thread whose next thread has not yet emptied its mailbox of two looks'
+/// worth frees the blocks it would hand over itself, so that the blocks live stay bounded however the
+/// threads are scheduled (a thread descheduled for a while would otherwise let its mailbox grow without
+/// bound, and the pool hold blocks the churn never meant to keep).
+pub const MAILBOX_MOST: usize = 2 * (CHUNK as usize).div_ceil(HANDOFF_EVERY);
+
 /// Runs `threads` threads on `pool` for about `duration`. Thread `t` allocates on stream `t + 1` a churn of
 /// `live` blocks of log-uniform sizes from 256 B to `max_size` (its own sequence); each step frees one of its
 /// blocks and allocates one, except that one step in [`HANDOFF_EVERY`] hands its block to the next thread
-/// instead, which frees it (on the block's stream, from another thread) at its next look at its mailbox.
+/// instead, which frees it (on the block's stream, from another thread) at its next look at its mailbox,
+/// unless that mailbox already holds [`MAILBOX_MOST`] blocks (the thread then frees them itself).
 /// Returns the operations per second of all threads together, an operation being one allocation or one
 /// free; every block is freed before it returns.
 ///
@@ -57,7 +64,17 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
                 ops += 1;
                 step += 1;
             }
-            next.lock().expect("a mailbox").append(&mut handed);
+            {
+                let mut mailbox = next.lock().expect("a mailbox");
+                if mailbox.len() < MAILBOX_MOST {
+                    mailbox.append(&mut handed);
+                }
+            }
+            // Where the next thread's mailbox was full, the blocks are still here.
+            for addr in handed.drain(..) {
+                pool.free(addr).expect("a live block frees");
+                ops += 1;
+            }
             let mine = std::mem::take(&mut *mailboxes[t].lock().expect("a mailbox"));
             for addr in mine {
                 pool.free(addr).expect("a handed block frees");
