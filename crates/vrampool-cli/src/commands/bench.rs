@@ -107,13 +107,20 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
 /// blocks (and bytes) as the one-thread churn's 1000 live blocks, twice over.
 const LIVE_PER_THREAD: usize = 125;
 
-/// One thread count of one pool, with `--threads`.
+/// One thread count of one pool, with `--threads`: its throughput, and what the pool did meanwhile.
 #[derive(Debug, Serialize)]
 struct Scaling {
     strategy: String,
     threads: usize,
     ops_per_second: f64,
     vs_one_thread: f64,
+    /// The share of the timed allocations that the dynamic pool or region served (the hybrid's requests no
+    /// class served from a cached block or a new one; the fixed pool's fallbacks).
+    region_share: f64,
+    /// Events recorded to order a block's reuse on another stream, per 1,000 timed allocations.
+    events_per_1000: f64,
+    /// The dynamic pool's or region's shards open at the end (none for the fixed pool).
+    shards: Option<usize>,
 }
 
 /// The thread counts timed up to `most`: the powers of two below it, and it.
@@ -137,15 +144,25 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
     for name in names {
         let mut one = None;
         for &threads in &counts {
-            let pool = threads_pool(name)?;
-            shared_churn_throughput(&*pool, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
-            let result = shared_churn_throughput(&*pool, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
+            let pool = ThreadsPool::new(name)?;
+            shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
+            let before = pool.pool().stats();
+            let result = shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
+            let after = pool.pool().stats();
             let one = *one.get_or_insert(result.ops_per_second);
+            let allocations = (after.allocations - before.allocations).max(1) as f64;
+            let in_region = match pool {
+                ThreadsPool::Dynamic(_) => allocations,
+                _ => (after.fallbacks - before.fallbacks) as f64,
+            };
             results.push(Scaling {
                 strategy: name.into(),
                 threads,
                 ops_per_second: result.ops_per_second,
                 vs_one_thread: result.ops_per_second / one,
+                region_share: in_region / allocations,
+                events_per_1000: 1000.0 * (after.events_recorded - before.events_recorded) as f64 / allocations,
+                shards: pool.shards(),
             });
         }
     }
@@ -153,13 +170,16 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
         outln!(out, "{}", serde_json::to_string_pretty(&results).expect("plain data"))?;
         return Ok(());
     }
-    let mut table = Table::new(&["strategy", "threads", "M ops/s", "vs 1 thread"]);
+    let mut table = Table::new(&["strategy", "threads", "M ops/s", "vs 1 thread", "in region", "events/1k", "shards"]);
     for r in &results {
         table.row(vec![
             r.strategy.clone(),
             r.threads.to_string(),
             format!("{:.2}", r.ops_per_second / 1e6),
             format!("{:.2}x", r.vs_one_thread),
+            format!("{:.1}%", 100.0 * r.region_share),
+            format!("{:.1}", r.events_per_1000),
+            r.shards.map_or("-".into(), |n| n.to_string()),
         ]);
     }
     outln!(out, "{}", table.render())?;
@@ -167,23 +187,58 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
         out,
         "a churn on each thread at once, each on a stream of its own ({LIVE_PER_THREAD} live blocks of 256 B to 8 \
          MiB, one free in {HANDOFF_EVERY} done by the next thread); operations (allocations and frees) per second \
-         of all threads together; {} CPUs; simulated device; {:.1} s",
+         of all threads together; in region: the share of allocations the dynamic pool or region served (the \
+         fixed pool's: its fallbacks); events/1k: events recorded to reuse a block on another stream, per 1,000 \
+         allocations; shards: the dynamic pool's or region's shards open; {} CPUs; simulated device; {:.1} s",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         started.elapsed().as_secs_f64()
     )?;
     Ok(())
 }
 
-/// A new pool of strategy `name` on a simulated H200 for the churn on several threads: the fixed pool's
-/// blocks of 8 MiB hold every size; the others as configured by default.
-fn threads_pool(name: &str) -> Result<Box<dyn Pool>> {
-    let sim = Arc::new(SimDevice::default());
-    Ok(match name {
-        "fixed" => Box::new(FixedPool::new(sim, FixedConfig::default().block_size(8 * MIB).block_count(4096))?),
-        "dynamic" => Box::new(DynamicPool::new(sim, DynamicConfig::default())?),
-        "hybrid" => Box::new(HybridPool::new(sim, HybridConfig::default())?),
-        _ => Box::new(AdaptivePool::new(sim, AdaptiveConfig::default())?),
-    })
+/// A pool of the churn on several threads, of its own type, so that its shards can be read.
+enum ThreadsPool {
+    Fixed(Box<FixedPool>),
+    Dynamic(DynamicPool),
+    Hybrid(HybridPool),
+    Adaptive(AdaptivePool),
+}
+
+impl ThreadsPool {
+    /// A new pool of strategy `name` on a simulated H200: the fixed pool's blocks of 8 MiB hold every size;
+    /// the others as configured by default.
+    fn new(name: &str) -> Result<Self> {
+        let sim = Arc::new(SimDevice::default());
+        Ok(match name {
+            "fixed" => {
+                let config = FixedConfig::default().block_size(8 * MIB).block_count(4096);
+                ThreadsPool::Fixed(Box::new(FixedPool::new(sim, config)?))
+            }
+            "dynamic" => ThreadsPool::Dynamic(DynamicPool::new(sim, DynamicConfig::default())?),
+            "hybrid" => ThreadsPool::Hybrid(HybridPool::new(sim, HybridConfig::default())?),
+            _ => ThreadsPool::Adaptive(AdaptivePool::new(sim, AdaptiveConfig::default())?),
+        })
+    }
+
+    /// The pool.
+    fn pool(&self) -> &dyn Pool {
+        match self {
+            ThreadsPool::Fixed(pool) => &**pool,
+            ThreadsPool::Dynamic(pool) => pool,
+            ThreadsPool::Hybrid(pool) => pool,
+            ThreadsPool::Adaptive(pool) => pool,
+        }
+    }
+
+    /// The dynamic pool's or region's shards open now; `None` for the fixed pool.
+    fn shards(&self) -> Option<usize> {
+        match self {
+            ThreadsPool::Fixed(_) => None,
+            ThreadsPool::Dynamic(pool) => Some(pool.shards_open()),
+            ThreadsPool::Hybrid(pool) => Some(pool.dynamic_region().shards_open()),
+            ThreadsPool::Adaptive(pool) => Some(pool.hybrid().dynamic_region().shards_open()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -206,7 +261,15 @@ mod tests {
         assert_eq!(rows.len(), 4 * 3, "{rows:?}");
         for row in &rows {
             assert!(row["ops_per_second"].as_f64().unwrap() > 0.0, "{row}");
+            assert!((0.0..=1.0).contains(&row["region_share"].as_f64().unwrap()), "{row}");
+            assert!(row["events_per_1000"].as_f64().unwrap() >= 0.0, "{row}");
+            match row["strategy"].as_str().unwrap() {
+                "fixed" => assert!(row["shards"].is_null(), "{row}"),
+                _ => assert!(row["shards"].as_u64().unwrap() >= 1, "{row}"),
+            }
         }
+        let dynamic = rows.iter().find(|r| r["strategy"] == "dynamic").unwrap();
+        assert_eq!(dynamic["region_share"], 1.0, "the dynamic pool serves every request itself");
         assert!(rows.iter().filter(|r| r["threads"] == 1).all(|r| r["vs_one_thread"] == 1.0));
     }
 }
