@@ -2,10 +2,11 @@
 //! for one spread over.
 //!
 //! A pool starts with one shard, and every thread allocates there. A thread that keeps finding its shard's
-//! lock taken ([`MOVE_AFTER`] times within [`WINDOW`]) moves to another, opened for it where every open one already has threads: so a program whose
-//! threads take turns (one thread at a time, or a second thread that rarely meets the first) keeps all its
-//! memory in one shard, and only threads that really allocate at once pay for a shard each, in memory one
-//! shard cannot lend another. A block is freed in the shard that holds it, found by its address.
+//! lock taken ([`MOVE_AFTER`] times within [`WINDOW`]) while other threads allocate there too moves to
+//! another, opened for it where every open one already has threads: so a program whose threads take turns
+//! (one thread at a time, or a second thread that rarely meets the first) keeps all its memory in one shard,
+//! and only threads that really allocate at once pay for a shard each, in memory one shard cannot lend
+//! another. A block is freed in the shard that holds it, found by its address.
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -23,8 +24,9 @@ pub const MAX_SHARDS: usize = 64;
 /// A thread moves to another shard once it has found its shard's lock taken this many times within
 /// [`WINDOW`]. Counted in time rather than against the acquisitions that found the lock free: threads
 /// that contend for a lock take turns in long runs, each parked while the other runs, so that a thread
-/// finds the lock taken once per run of hundreds of acquisitions, and each time pays a park and a wake.
-const MOVE_AFTER: u32 = 32;
+/// finds the lock taken once per run of hundreds of acquisitions, and each time waits for a wake (the lock
+/// hands itself over fairly about every half millisecond).
+const MOVE_AFTER: u32 = 8;
 
 /// The window [`MOVE_AFTER`] contended acquisitions must fall in: a program whose threads meet only now
 /// and then never moves.
@@ -173,7 +175,10 @@ impl<S> ShardSet<S> {
         } else {
             home.contended.load(Ordering::Relaxed) + 1
         };
-        if count < MOVE_AFTER || self.shards.len() == 1 {
+        // A thread alone in its shard contends only with frees of the shard's blocks by other threads, which
+        // follow the blocks wherever it goes: it stays.
+        let alone = self.residents[index].load(Ordering::Relaxed) <= 1;
+        if count < MOVE_AFTER || self.shards.len() == 1 || alone {
             home.contended.store(count, Ordering::Relaxed);
         } else {
             home.contended.store(0, Ordering::Relaxed);
@@ -292,6 +297,42 @@ mod tests {
             assert_eq!(set.owner_of(index as u64 * 100 + 7), index);
         }
         assert_eq!(set.owner_of(10_000), 0, "an address no shard holds goes to the first");
+    }
+
+    #[test]
+    fn a_thread_alone_in_its_shard_stays_however_often_frees_take_the_lock() {
+        let set = ShardSet::new(0u64, 0..100, 4);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let asked_to_open = std::sync::atomic::AtomicBool::new(false);
+        let barrier = Barrier::new(2);
+        std::thread::scope(|scope| {
+            // Frees of the shard's blocks by another thread: the lock taken, no home chosen.
+            scope.spawn(|| {
+                barrier.wait();
+                while !done.load(Ordering::Relaxed) {
+                    let mut guard = set.lock_of(0).lock();
+                    for _ in 0..200 {
+                        *guard = std::hint::black_box(*guard + 1);
+                    }
+                }
+            });
+            scope.spawn(|| {
+                let slot = thread_slot::current().index;
+                barrier.wait();
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_millis(300) {
+                    let (index, mut guard) = set.lock_home(slot, || {
+                        asked_to_open.store(true, Ordering::Relaxed);
+                        None
+                    });
+                    assert_eq!(index, 0);
+                    *guard += 1;
+                }
+                done.store(true, Ordering::Relaxed);
+            });
+        });
+        assert!(!asked_to_open.load(Ordering::Relaxed), "a thread alone in its shard asked for another");
+        assert_eq!(set.open_count(), 1);
     }
 
     #[test]
