@@ -537,7 +537,7 @@ impl DynamicPool {
     /// Frees the allocation at `addr`; returns the bytes it had requested.
     pub(crate) fn free_sized(&self, addr: u64) -> Result<u64> {
         let slot = thread_slot::current();
-        let mut state = self.shards.lock_of(self.shards.owner_of(addr)).lock();
+        let mut state = self.shards.lock_for_free(self.shards.owner_of(addr));
         self.free_locked(&mut state, addr, slot)
     }
 
