@@ -361,15 +361,14 @@ impl DynamicPool {
     fn trim_all(&self) -> Result<u64> {
         let mut foreign = Vec::new();
         let mut released = 0;
-        for (shard, lock) in self.shards.locks().enumerate() {
-            released += self.trim_locked(shard, &mut lock.lock(), &mut foreign)?;
-        }
-        // Cached blocks of shards trimmed before the cache was drained are freed, and those shards trimmed
-        // again.
-        if !foreign.is_empty() {
-            self.free_foreign(&mut foreign);
+        // Cached blocks of shards trimmed before the cache was drained are freed after the pass, and the
+        // shards trimmed once more.
+        for _pass in 0..2 {
             for (shard, lock) in self.shards.locks().enumerate() {
                 released += self.trim_locked(shard, &mut lock.lock(), &mut foreign)?;
+            }
+            if foreign.is_empty() {
+                break;
             }
             self.free_foreign(&mut foreign);
         }
@@ -438,6 +437,8 @@ impl DynamicPool {
                 return self.after_refusal(err, shard, (request, size, stream, stream_index, for_cache), &mut foreign);
             }
         };
+        // [`DynamicPool::record`] spelled out: through it, the allocation was returned through memory and
+        // read back before the store of it had landed, a stall on every allocation.
         let order = &self.device.order;
         if let Err(err) = order.order_reuse(&*self.device.backend, carved.tag, stream_index) {
             let DynamicState { ranges, carve_ranges, space, .. } = &mut *state;

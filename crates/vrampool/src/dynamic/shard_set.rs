@@ -161,18 +161,33 @@ impl<S> ShardSet<S> {
         slot: usize,
         open: impl FnOnce() -> Option<(S, Range<u64>)>,
     ) -> (usize, MutexGuard<'_, S>) {
-        let home = &self.homes[slot];
-        let mut index = home.shard.load(Ordering::Relaxed);
-        if index == NO_HOME {
-            index = 0;
-            home.shard.store(0, Ordering::Relaxed);
-            self.residents[0].fetch_add(1, Ordering::Relaxed);
-        }
+        let index = self.home_of(slot);
         let lock = self.lock_of(index);
         if let Some(guard) = lock.try_lock() {
             return (index, guard);
         }
         self.contended(slot, index, open)
+    }
+
+    /// Thread slot `slot`'s shard: the first, counted among its residents, where the slot has none yet.
+    #[inline]
+    fn home_of(&self, slot: usize) -> usize {
+        let home = &self.homes[slot].shard;
+        match home.load(Ordering::Relaxed) {
+            NO_HOME => {
+                home.store(0, Ordering::Relaxed);
+                self.residents[0].fetch_add(1, Ordering::Relaxed);
+                0
+            }
+            index => index,
+        }
+    }
+
+    /// Moves thread slot `slot` from shard `from` to shard `to`, its residents counted there.
+    fn rehome(&self, slot: usize, from: usize, to: usize) {
+        self.residents[from].fetch_sub(1, Ordering::Relaxed);
+        self.residents[to].fetch_add(1, Ordering::Relaxed);
+        self.homes[slot].shard.store(to, Ordering::Relaxed);
     }
 
     /// The slow path of [`ShardSet::lock_home`]: the home's lock was taken.
@@ -199,9 +214,7 @@ impl<S> ShardSet<S> {
         } else {
             home.contended.store(0, Ordering::Relaxed);
             if let Some(target) = self.new_home(index, open) {
-                self.residents[index].fetch_sub(1, Ordering::Relaxed);
-                self.residents[target].fetch_add(1, Ordering::Relaxed);
-                home.shard.store(target, Ordering::Relaxed);
+                self.rehome(slot, index, target);
                 index = target;
             }
         }
@@ -212,18 +225,9 @@ impl<S> ShardSet<S> {
     /// `open` where none is; returns its new shard.
     #[cfg(test)]
     pub(super) fn move_home(&self, slot: usize, open: impl FnOnce() -> Option<(S, Range<u64>)>) -> usize {
-        let home = &self.homes[slot];
-        let current = match home.shard.load(Ordering::Relaxed) {
-            NO_HOME => {
-                self.residents[0].fetch_add(1, Ordering::Relaxed);
-                0
-            }
-            index => index,
-        };
+        let current = self.home_of(slot);
         let target = self.new_home(current, open).unwrap_or(current);
-        self.residents[current].fetch_sub(1, Ordering::Relaxed);
-        self.residents[target].fetch_add(1, Ordering::Relaxed);
-        home.shard.store(target, Ordering::Relaxed);
+        self.rehome(slot, current, target);
         target
     }
 
