@@ -438,7 +438,7 @@ impl DynamicPool {
             }
         };
         // [`DynamicPool::record`] spelled out: through it, the allocation was returned through memory and
-        // read back before the store of it had landed, a stall on every allocation.
+        // read back before the store of it had landed, a stall on every allocation (docs/BENCHMARKS.md).
         let order = &self.device.order;
         if let Err(err) = order.order_reuse(&*self.device.backend, carved.tag, stream_index) {
             let DynamicState { ranges, carve_ranges, space, .. } = &mut *state;

@@ -114,7 +114,7 @@ impl<S> ShardSet<S> {
     /// Shard `index`'s lock, taken for a free. A free of a block another thread's shard holds finds that
     /// lock taken nearly always, by a thread that holds it for one operation at a time and takes it again at
     /// once: the free tries it again for a few microseconds before it waits to be woken, a park and a wake
-    /// that cost both threads more than the wait.
+    /// that cost both threads more than the wait (docs/BENCHMARKS.md).
     ///
     /// # Panics
     /// Where shard `index` is not open.
