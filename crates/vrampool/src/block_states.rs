@@ -9,6 +9,10 @@
 //! program that does other work in between), a free fetches that line from memory less often
 //! (docs/BENCHMARKS.md). A free or allocation through a stack touches both.
 
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+
 use crate::sync::{AtomicU64, Ordering};
 
 use crate::block_stack::{BlockLinks, NONE};
@@ -93,49 +97,170 @@ impl LiveBlock {
     }
 }
 
+/// The records of the indices past a set's first part that one added part holds.
+#[derive(Debug)]
+struct Part {
+    hot: Box<[HotRecord]>,
+    stack: Box<[StackRecord]>,
+}
+
+/// The most parts a set adds past its first: each doubles the indices, so that a first part of one record
+/// grows to every index a `u32` numbers.
+const MOST_PARTS: usize = 32;
+
 /// Per block, by index: its record, in two tables.
+///
+/// A set made for a fixed count ([`BlockStates::new`]) holds every record from the start. A growable one
+/// ([`BlockStates::growable`]) starts with a first part of a power of two `F` of records and adds parts
+/// as indices past them are needed ([`BlockStates::make_room`]): part `k` holds indices `F << k` to
+/// `F << (k + 1)`, so the records double at each step, and a part once added stays (its records never move:
+/// a reader holding an index of it needs no lock). An index in the first part costs what a fixed set's
+/// does (one bounds check); one past it, a few instructions more to find its part.
 #[derive(Debug)]
 pub(crate) struct BlockStates {
     hot: Box<[HotRecord]>,
     stack: Box<[StackRecord]>,
+    /// log2 of the first part's length, for a growable set.
+    first_bits: u32,
+    /// Indices below this may have records; at most the first part's length for a fixed set.
+    most: u32,
+    /// The parts added past the first (none for a fixed set).
+    parts: Box<[OnceLock<Part>]>,
+    /// Held while a part is made, so that two threads needing it make it once.
+    adding: Mutex<()>,
 }
 
 impl BlockStates {
     /// States for `count` free blocks; [`Error::HostOutOfMemory`] when the host has no room for them.
     pub(crate) fn new(count: u32) -> Result<Self> {
-        let count = count as usize;
+        let len = count as usize;
         Ok(BlockStates {
-            hot: host_table("block state records", count, HotRecord::default)?,
-            stack: host_table("block stack records", count, StackRecord::default)?,
+            hot: host_table("block state records", len, HotRecord::default)?,
+            stack: host_table("block stack records", len, StackRecord::default)?,
+            first_bits: 0,
+            most: count,
+            parts: Box::default(),
+            adding: Mutex::new(()),
         })
     }
 
-    /// The address recorded for block `index` (0 when none is).
+    /// States for `initial` free blocks (rounded up to a power of two), which grow, as
+    /// [`BlockStates::make_room`] asks, to at most `most`; [`Error::HostOutOfMemory`] when the host has no
+    /// room for the first part.
+    pub(crate) fn growable(initial: u32, most: u32) -> Result<Self> {
+        let first = initial.max(1).min(most.max(1)).checked_next_power_of_two().unwrap_or(1 << 31);
+        let mut states = BlockStates::new(first)?;
+        states.first_bits = first.ilog2();
+        states.most = most.max(first);
+        states.parts = (0..MOST_PARTS).map(|_| OnceLock::new()).collect();
+        Ok(states)
+    }
+
+    /// The part past the first that holds `index`, and the index's place in it.
+    #[inline]
+    fn part_of(&self, index: u32) -> (usize, usize) {
+        let part = (index >> self.first_bits).ilog2();
+        (part as usize, (index - (1 << (self.first_bits + part))) as usize)
+    }
+
+    /// The records of block `index`: `None` where the set has none (past its most, or a part not added).
+    #[inline]
+    fn records(&self, index: u32) -> Option<(&HotRecord, &StackRecord)> {
+        match self.hot.get(index as usize) {
+            Some(hot) => Some((hot, &self.stack[index as usize])),
+            None => self.grown_records(index),
+        }
+    }
+
+    #[cold]
+    fn grown_records(&self, index: u32) -> Option<(&HotRecord, &StackRecord)> {
+        if index >= self.most {
+            return None;
+        }
+        let (part, at) = self.part_of(index);
+        let part = self.parts.get(part)?.get()?;
+        Some((&part.hot[at], &part.stack[at]))
+    }
+
+    /// The hot record of block `index`, which the set holds (an index it issued).
+    #[inline]
+    fn hot(&self, index: u32) -> &HotRecord {
+        match self.hot.get(index as usize) {
+            Some(hot) => hot,
+            None => self.grown_records(index).expect("a block index with records").0,
+        }
+    }
+
+    /// The stack record of block `index`, which the set holds.
+    #[inline]
+    fn stack(&self, index: u32) -> &StackRecord {
+        match self.stack.get(index as usize) {
+            Some(stack) => stack,
+            None => self.grown_records(index).expect("a block index with records").1,
+        }
+    }
+
+    /// Makes sure block `index` has records: adds the part that holds it where it is missing. `Ok(false)`
+    /// for an index past the set's most; [`Error::HostOutOfMemory`] when the host has no room for the part.
+    pub(crate) fn make_room(&self, index: u32) -> Result<bool> {
+        if (index as usize) < self.hot.len() {
+            return Ok(true);
+        }
+        if index >= self.most {
+            return Ok(false);
+        }
+        let (part, _) = self.part_of(index);
+        let Some(slot) = self.parts.get(part) else { return Ok(false) };
+        if slot.get().is_some() {
+            return Ok(true);
+        }
+        let _adding = self.adding.lock();
+        if slot.get().is_none() {
+            let start = 1u64 << (self.first_bits + part as u32);
+            let len = ((start * 2).min(u64::from(self.most)) - start) as usize;
+            let made = Part {
+                hot: host_table("block state records", len, HotRecord::default)?,
+                stack: host_table("block stack records", len, StackRecord::default)?,
+            };
+            let _ = slot.set(made);
+        }
+        Ok(true)
+    }
+
+    /// The most blocks the set may hold records for.
+    pub(crate) fn most(&self) -> u32 {
+        self.most
+    }
+
+    /// The address recorded for block `index` (0 when none is, or the set has no such block).
     #[inline]
     pub(crate) fn addr(&self, index: u32) -> u64 {
-        self.hot[index as usize].addr.load(Ordering::Acquire)
+        match self.hot.get(index as usize) {
+            Some(hot) => hot.addr.load(Ordering::Acquire),
+            None => self.grown_records(index).map_or(0, |(hot, _)| hot.addr.load(Ordering::Acquire)),
+        }
     }
 
     /// Records the address of block `index`.
     pub(crate) fn set_addr(&self, index: u32, addr: u64) {
-        self.hot[index as usize].addr.store(addr, Ordering::Release);
+        self.hot(index).addr.store(addr, Ordering::Release);
     }
 
     /// Clears the address of block `index`.
     pub(crate) fn clear_addr(&self, index: u32) {
-        self.hot[index as usize].addr.store(0, Ordering::Release);
+        self.hot(index).addr.store(0, Ordering::Release);
     }
 
     /// The tag of the stream that last freed block `index`.
     #[inline]
     pub(crate) fn free_tag(&self, index: u32) -> FreeTag {
-        FreeTag::unpack_single(self.stack[index as usize].free_tag.load(Ordering::Relaxed))
+        FreeTag::unpack_single(self.stack(index).free_tag.load(Ordering::Relaxed))
     }
 
     /// Marks block `index` live for a request of `size` bytes on the stream with `stream_index`.
     #[inline]
     pub(crate) fn mark_live(&self, index: u32, stream_index: usize, size: u64) {
-        self.hot[index as usize].state.store(live_state(stream_index, size), Ordering::Relaxed);
+        self.hot(index).state.store(live_state(stream_index, size), Ordering::Relaxed);
     }
 
     /// Marks a live block cached, carrying `tag`: `Ok(false)` (nothing changed) where the tag does not fit
@@ -143,7 +268,7 @@ impl BlockStates {
     #[inline]
     pub(crate) fn release_cached(&self, block: LiveBlock, tag: FreeTag, addr: u64) -> Result<bool> {
         let Some(cached) = cached_state(tag) else { return Ok(false) };
-        let slot = &self.hot[block.index as usize];
+        let slot = self.hot(block.index);
         if slot.state.compare_exchange(block.state, cached, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return Err(Error::NotLive { addr });
         }
@@ -160,7 +285,7 @@ impl BlockStates {
 
     /// Whether block `index` is cached (named in a hot list and not claimed).
     pub(crate) fn is_cached(&self, index: u32) -> bool {
-        self.hot.get(index as usize).is_some_and(|slot| slot.state.load(Ordering::Relaxed) & (LIVE | CACHED) == CACHED)
+        self.records(index).is_some_and(|(slot, _)| slot.state.load(Ordering::Relaxed) & (LIVE | CACHED) == CACHED)
     }
 
     /// Takes block `index` out of the cached state if it is cached, leaving it free (state 0); returns the
@@ -173,7 +298,7 @@ impl BlockStates {
     /// it was freed with. `None` where it is not cached (or there is no such block).
     #[inline]
     fn leave_cache(&self, index: u32, next: u64) -> Option<FreeTag> {
-        let slot = self.hot.get(index as usize)?;
+        let (slot, _) = self.records(index)?;
         let mut state = slot.state.load(Ordering::Relaxed);
         while state & (LIVE | CACHED) == CACHED {
             match slot.state.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Relaxed) {
@@ -195,14 +320,14 @@ impl BlockStates {
 
     /// Marks a block that was made live but not handed out free again, with `tag`, for a stack.
     pub(crate) fn set_free(&self, index: u32, tag: FreeTag) {
-        self.stack[index as usize].free_tag.store(tag.pack_single(), Ordering::Relaxed);
-        self.hot[index as usize].state.store(0, Ordering::Release);
+        self.stack(index).free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        self.hot(index).state.store(0, Ordering::Release);
     }
 
     /// Block `index` (at `addr`, for the error) if it is live.
     #[inline]
     pub(crate) fn live(&self, index: u32, addr: u64) -> Result<LiveBlock> {
-        let state = self.hot[index as usize].state.load(Ordering::Relaxed);
+        let state = self.hot(index).state.load(Ordering::Relaxed);
         if state & LIVE == 0 {
             return Err(Error::NotLive { addr });
         }
@@ -212,20 +337,27 @@ impl BlockStates {
     /// Marks a live block free with `tag`; fails if another thread freed it first.
     #[inline]
     pub(crate) fn release(&self, block: LiveBlock, tag: FreeTag, addr: u64) -> Result<()> {
-        let slot = &self.hot[block.index as usize];
+        let slot = self.hot(block.index);
         if slot.state.compare_exchange(block.state, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return Err(Error::NotLive { addr });
         }
-        self.stack[block.index as usize].free_tag.store(tag.pack_single(), Ordering::Relaxed);
+        self.stack(block.index).free_tag.store(tag.pack_single(), Ordering::Relaxed);
         Ok(())
     }
 
     /// Every live block: `(index, requested size, stream index)`.
     pub(crate) fn live_blocks(&self) -> impl Iterator<Item = (u32, u64, usize)> + '_ {
-        self.hot.iter().enumerate().filter_map(|(index, slot)| {
+        let first = self.hot.iter().enumerate().map(|(index, slot)| (index as u32, slot));
+        let grown = self.parts.iter().enumerate().filter_map(|(k, part)| part.get().map(|part| (k, part))).flat_map(
+            move |(k, part)| {
+                let start = 1u32 << (self.first_bits + k as u32);
+                part.hot.iter().enumerate().map(move |(at, slot)| (start + at as u32, slot))
+            },
+        );
+        first.chain(grown).filter_map(|(index, slot)| {
             let state = slot.state.load(Ordering::Relaxed);
             (state & LIVE != 0).then(|| {
-                let block = LiveBlock { index: index as u32, state };
+                let block = LiveBlock { index, state };
                 (block.index, block.size(), block.stream_index())
             })
         })
@@ -235,7 +367,7 @@ impl BlockStates {
 impl BlockLinks for BlockStates {
     #[inline]
     fn next(&self, index: u32) -> &AtomicU64 {
-        &self.stack[index as usize].next
+        &self.stack(index).next
     }
 }
 
@@ -251,6 +383,38 @@ mod tests {
             assert_eq!(cached_tag(state), tag);
         }
         assert_eq!(cached_state(FreeTag::freed(3, 1 << 55)), None, "a sequence number past 55 bits does not fit");
+    }
+
+    /// A growable set holds the records of its first part from the start, adds a part for an index past
+    /// them when asked, and has none past its most; live blocks of every part are listed.
+    #[test]
+    fn a_growable_set_adds_parts_up_to_its_most() {
+        let states = BlockStates::growable(3, 40).unwrap();
+        assert_eq!((states.hot.len(), states.most()), (4, 40), "a first part of 4");
+        assert_eq!(states.addr(4), 0, "no record before its part is added");
+        assert!(states.make_room(4).unwrap() && states.make_room(7).unwrap());
+        assert!(states.parts[0].get().is_some_and(|part| part.hot.len() == 4));
+        assert!(states.parts[1].get().is_none(), "indices 8 to 15 are not asked for yet");
+        assert!(states.make_room(39).unwrap(), "the last index");
+        assert_eq!(states.parts[3].get().map(|part| part.hot.len()), Some(8), "indices 32 to 39 only");
+        assert!(states.parts[2].get().is_none(), "indices 16 to 31 are not asked for");
+        assert!(!states.make_room(40).unwrap(), "past its most");
+        assert!(states.make_room(12).unwrap());
+        for (index, addr) in [(1, 0x100), (5, 0x500), (12, 0xc00), (39, 0x2700)] {
+            states.set_addr(index, addr);
+            states.mark_live(index, 1, u64::from(index) * 10);
+            assert_eq!(states.addr(index), addr);
+        }
+        let mut live: Vec<(u32, u64, usize)> = states.live_blocks().collect();
+        live.sort_unstable();
+        assert_eq!(live, vec![(1, 10, 1), (5, 50, 1), (12, 120, 1), (39, 390, 1)]);
+        let block = states.live(39, 0x2700).unwrap();
+        states.release(block, FreeTag::freed(1, 4), 0x2700).unwrap();
+        assert_eq!(states.free_tag(39), FreeTag::freed(1, 4));
+        assert!(states.live(39, 0x2700).is_err());
+        let fixed = BlockStates::new(3).unwrap();
+        assert_eq!((fixed.most(), fixed.make_room(2).unwrap(), fixed.make_room(3).unwrap()), (3, true, false));
+        assert_eq!(fixed.addr(3), 0);
     }
 
     #[test]

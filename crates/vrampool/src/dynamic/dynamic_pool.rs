@@ -176,6 +176,12 @@ impl DynamicPool {
         self.shards.open_count()
     }
 
+    /// Moves the calling thread to a shard no other thread has chosen, as contention would; returns it.
+    #[cfg(test)]
+    pub(crate) fn move_to_own_shard(&self) -> usize {
+        self.shards.move_home(thread_slot::current().index, || self.open_shard())
+    }
+
     /// Offers the pool's segments to `segments` and hands each live block to `block`, under the pool's
     /// lock: what its report lists.
     pub(crate) fn list(&self, segments: &mut Listing<SegmentReport>, mut block: impl FnMut(BlockReport)) {
@@ -779,7 +785,7 @@ mod tests {
 
     /// Moves the calling thread to a shard no other thread has chosen, as contention would; returns it.
     fn move_to_own_shard(pool: &DynamicPool) -> usize {
-        pool.shards.move_home(thread_slot::current().index, || pool.open_shard())
+        pool.move_to_own_shard()
     }
 
     #[test]

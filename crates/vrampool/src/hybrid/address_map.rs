@@ -5,8 +5,14 @@
 //! (once per block) or the region takes the cached blocks back. So the map is a sequence lock around an
 //! open-addressing table: a writer takes the mutex and makes the sequence number odd while it changes the
 //! table; a reader reads the number, probes the table, and reads the number again, and probes again if a
-//! change overlapped. The table never moves (it is sized once, for every block the classes can hold), so a
-//! reader never follows a stale pointer; its cells are atomics, so a torn read is only ever retried.
+//! change overlapped. Its cells are atomics, so a torn read is only ever retried.
+//!
+//! The table is sized for the blocks the classes start with. Where a class grows past them (more blocks
+//! than the table holds at half load, or an index wider than its cells lay out), a writer makes a table
+//! twice as large, or with wider cells, copies the entries into it and names it the current one, all with
+//! the sequence number odd. A table replaced is kept until the map drops (the tables together hold at most
+//! twice the cells of the last): a reader that read the name of the old one reads valid cells, and its
+//! read is retried.
 //!
 //! A cell is one 4-byte word: the block's class and index, and above them as many bits of the address's
 //! hash (a fingerprint) as the classes' number and largest capacity leave free. The address itself is not
@@ -20,17 +26,22 @@
 //! Written here rather than taken from a crate: a sharded map's read lock (dashmap's) is two atomic
 //! read-modify-writes per free, this map's read none (docs/BENCHMARKS.md has the hybrid's pairs with
 //! either).
-//! Entries the table cannot hold spill into a mutex-guarded map that a lookup reads only when it is not
-//! empty: capacity beyond [`MAX_SLOTS`] (only from classes configured with millions of blocks), or a class
-//! or index past what the cells were laid out for.
+//! Entries no table can hold spill into a mutex-guarded map that a lookup reads only when it is not empty:
+//! more than half of [`MAX_SLOTS`] blocks (millions of them), a class past what the cells were laid out
+//! for, or an index past what any layout holds.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use parking_lot::Mutex;
 
 /// The most cells of the lock-free table (4 bytes each: 16 MiB at most).
 pub(crate) const MAX_SLOTS: usize = 1 << 22;
+
+/// The most tables a map makes: each after the first doubles the cells or widens the index, which either
+/// can do at most 23 times.
+const MOST_TABLES: usize = 48;
 
 /// An empty cell.
 const EMPTY: u32 = 0;
@@ -115,9 +126,9 @@ impl CellLayout {
     }
 }
 
-/// Block address to `(class, index)`.
+/// One table of cells: its layout, and the shifts that hash an address into it.
 #[derive(Debug)]
-pub(crate) struct AddressMap {
+struct Table {
     /// Each [`EMPTY`] or an entry packed by `layout`.
     cells: Box<[AtomicU32]>,
     layout: CellLayout,
@@ -125,44 +136,13 @@ pub(crate) struct AddressMap {
     shift: u32,
     /// Shift that brings the hash's bits just below the home's to the cell's fingerprint bits.
     tag_shift: u32,
-    /// Even while no writer is changing the table.
-    seq: AtomicU64,
-    /// Entries in the table; at most half its cells, the rest spill.
-    len: AtomicUsize,
-    /// Entries the table does not hold, by address, as `(class, index)` (guarded; also the writers' lock).
-    spill: Mutex<HashMap<u64, (u32, u32)>>,
-    spilled: AtomicUsize,
 }
 
-impl AddressMap {
-    /// A map for at most `entries` blocks at once, of classes below `classes` and indices up to
-    /// `max_index`.
-    pub(crate) fn with_capacity(entries: u64, classes: u32, max_index: u32) -> Self {
-        let cells = (entries.saturating_mul(2).max(16) as usize).next_power_of_two().min(MAX_SLOTS);
-        let layout = CellLayout::new(classes, max_index);
+impl Table {
+    /// An empty table of `cells` cells (a power of two, at least 2) laid out by `layout`.
+    fn new(cells: usize, layout: CellLayout) -> Self {
         let shift = 64 - cells.trailing_zeros();
-        AddressMap {
-            cells: (0..cells).map(|_| AtomicU32::new(EMPTY)).collect(),
-            layout,
-            shift,
-            tag_shift: shift - 31,
-            seq: AtomicU64::new(0),
-            len: AtomicUsize::new(0),
-            spill: Mutex::new(HashMap::new()),
-            spilled: AtomicUsize::new(0),
-        }
-    }
-
-    /// Entries in the table (not those spilled).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-
-    /// Changes made to the table so far (each a writer's turn with the sequence number odd).
-    #[cfg(test)]
-    pub(crate) fn writes(&self) -> u64 {
-        self.seq.load(Ordering::Relaxed) / 2
+        Table { cells: (0..cells).map(|_| AtomicU32::new(EMPTY)).collect(), layout, shift, tag_shift: shift - 31 }
     }
 
     #[inline]
@@ -176,29 +156,6 @@ impl AddressMap {
     fn home(&self, addr: u64) -> (usize, u32) {
         let hash = addr.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         ((hash >> self.shift) as usize, ((hash >> self.tag_shift) as u32 & self.layout.tag_mask) | OCCUPIED)
-    }
-
-    /// The class and index recorded for `addr`.
-    #[inline]
-    pub(crate) fn get(&self, addr: u64, records: &impl BlockAddrs) -> Option<(u32, u32)> {
-        if addr == 0 {
-            return None;
-        }
-        let found = loop {
-            let before = self.seq.load(Ordering::Acquire);
-            if before & 1 == 0 {
-                let found = self.locate(addr, records).ok().map(|(_, cell)| self.layout.entry(cell));
-                fence(Ordering::Acquire);
-                if self.seq.load(Ordering::Relaxed) == before {
-                    break found;
-                }
-            }
-            std::hint::spin_loop();
-        };
-        if found.is_none() && self.spilled.load(Ordering::Acquire) > 0 {
-            return self.spill.lock().get(&addr).copied();
-        }
-        found
     }
 
     /// The position and content of the cell holding `addr` (`Ok`), or the empty cell where its probe
@@ -225,31 +182,190 @@ impl AddressMap {
         Err(position)
     }
 
+    /// Empties the cell at `hole`, shifting back the entries after it so that no probe chain breaks
+    /// (linear probing's deletion, without tombstones); each entry's home is found from its record.
+    fn remove_at(&self, mut hole: usize, records: &impl BlockAddrs) {
+        let mask = self.mask();
+        let mut position = hole;
+        loop {
+            position = (position + 1) & mask;
+            let cell = self.cells[position].load(Ordering::Relaxed);
+            if cell == EMPTY {
+                break;
+            }
+            let (class, index) = self.layout.entry(cell);
+            let addr = records.block_addr(class, index);
+            debug_assert_ne!(addr, 0, "an entry of the table has its address recorded");
+            // The entry at `position` may fill the hole if its home is not cyclically in (hole, position].
+            let (home, _) = self.home(addr);
+            let stays =
+                if hole <= position { hole < home && home <= position } else { hole < home || home <= position };
+            if !stays {
+                self.cells[hole].store(cell, Ordering::Relaxed);
+                hole = position;
+            }
+        }
+        self.cells[hole].store(EMPTY, Ordering::Relaxed);
+    }
+}
+
+/// Block address to `(class, index)`.
+#[derive(Debug)]
+pub(crate) struct AddressMap {
+    /// The first table, held in place: where the map never grows, a lookup finds its cells with no more
+    /// loads than in a map of one table.
+    first: Table,
+    /// The tables made after the first (`grown[g - 1]` is table `g`); the one `current` names holds the
+    /// entries, the others are kept for readers that may still read them.
+    grown: Box<[OnceLock<Table>]>,
+    /// The table in use: 0 for the first.
+    current: AtomicUsize,
+    /// The classes the cells lay out.
+    classes: u32,
+    /// Even while no writer is changing the table.
+    seq: AtomicU64,
+    /// Entries in the current table; at most half its cells.
+    len: AtomicUsize,
+    /// Entries the table does not hold, by address, as `(class, index)` (guarded; also the writers' lock).
+    spill: Mutex<HashMap<u64, (u32, u32)>>,
+    spilled: AtomicUsize,
+}
+
+impl AddressMap {
+    /// A map for `entries` blocks at once, of classes below `classes` and indices up to `max_index`, which
+    /// grows where more, or larger indices, come.
+    pub(crate) fn with_capacity(entries: u64, classes: u32, max_index: u32) -> Self {
+        let cells = (entries.saturating_mul(2).max(16) as usize).next_power_of_two().min(MAX_SLOTS);
+        AddressMap {
+            first: Table::new(cells, CellLayout::new(classes, max_index)),
+            grown: (1..MOST_TABLES).map(|_| OnceLock::new()).collect(),
+            current: AtomicUsize::new(0),
+            classes,
+            seq: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            spill: Mutex::new(HashMap::new()),
+            spilled: AtomicUsize::new(0),
+        }
+    }
+
+    /// The table in use.
+    #[inline]
+    fn table(&self) -> &Table {
+        match self.current.load(Ordering::Acquire) {
+            0 => &self.first,
+            now => self.grown_table(now),
+        }
+    }
+
+    /// Table `now`, one made after the first.
+    #[cold]
+    fn grown_table(&self, now: usize) -> &Table {
+        self.grown[now - 1].get().expect("a table is made before it is named")
+    }
+
+    /// Entries in the table (not those spilled).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Changes made to the table so far (each a writer's turn with the sequence number odd).
+    #[cfg(test)]
+    pub(crate) fn writes(&self) -> u64 {
+        self.seq.load(Ordering::Relaxed) / 2
+    }
+
+    /// The class and index recorded for `addr`.
+    #[inline]
+    pub(crate) fn get(&self, addr: u64, records: &impl BlockAddrs) -> Option<(u32, u32)> {
+        if addr == 0 {
+            return None;
+        }
+        let found = loop {
+            let before = self.seq.load(Ordering::Acquire);
+            if before & 1 == 0 {
+                let table = self.table();
+                let found = table.locate(addr, records).ok().map(|(_, cell)| table.layout.entry(cell));
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == before {
+                    break found;
+                }
+            }
+            std::hint::spin_loop();
+        };
+        if found.is_none() && self.spilled.load(Ordering::Acquire) > 0 {
+            return self.spill.lock().get(&addr).copied();
+        }
+        found
+    }
+
+    /// Replaces the current table, where another can be made, by one with twice the cells (up to
+    /// [`MAX_SLOTS`]) if `fuller`, laid out for indices up to `max_index` at least, holding the same
+    /// entries; whether it did. Called by a writer, with the sequence number odd.
+    fn regrow(&self, fuller: bool, max_index: u32, records: &impl BlockAddrs) -> bool {
+        let now = self.current.load(Ordering::Relaxed);
+        let Some(slot) = self.grown.get(now) else { return false };
+        let old = self.table();
+        let cells = if fuller { (old.cells.len() * 2).min(MAX_SLOTS) } else { old.cells.len() };
+        let widest = low_mask(old.layout.index_bits).max(max_index);
+        // An index that needs more bits gets room for twice as many again, so that a growing class widens
+        // the cells once per doubling of its blocks at most.
+        let layout = CellLayout::new(
+            self.classes,
+            if widest > low_mask(old.layout.index_bits) { widest.saturating_mul(2).max(widest) } else { widest },
+        );
+        if cells == old.cells.len() && layout.index_bits == old.layout.index_bits {
+            return false;
+        }
+        let table = Table::new(cells, layout);
+        for cell in old.cells.iter().map(|c| c.load(Ordering::Relaxed)).filter(|&c| c != EMPTY) {
+            let (class, index) = old.layout.entry(cell);
+            let addr = records.block_addr(class, index);
+            let (_, tag) = table.home(addr);
+            let Some(moved) = table.layout.cell(tag, class, index) else { continue };
+            let Err(empty) = table.locate(addr, records) else { continue };
+            table.cells[empty].store(moved, Ordering::Relaxed);
+        }
+        let _ = slot.set(table);
+        self.current.store(now + 1, Ordering::Release);
+        true
+    }
+
     /// Records `addr` as block `index` of class `class` (replacing what was recorded for it), whose
     /// record says `addr` already.
     pub(crate) fn insert(&self, addr: u64, class: u32, index: u32, records: &impl BlockAddrs) {
         assert_ne!(addr, 0, "no block is at address 0");
         let mut spill = self.spill.lock();
         self.write(|| {
-            let (_, tag) = self.home(addr);
-            let cell = self.layout.cell(tag, class, index);
-            let (empty, cell) = match (self.locate(addr, records), cell) {
+            let table = self.table();
+            let fits = class <= table.layout.class_mask && index <= table.layout.index_mask;
+            let full = self.len.load(Ordering::Relaxed) * 2 >= table.cells.len();
+            let table = if (!fits && class < self.classes) || full {
+                let _ = self.regrow(full && table.cells.len() < MAX_SLOTS, index, records);
+                self.table()
+            } else {
+                table
+            };
+            let (_, tag) = table.home(addr);
+            let cell = table.layout.cell(tag, class, index);
+            let (empty, cell) = match (table.locate(addr, records), cell) {
                 (Ok((position, _)), Some(cell)) => {
-                    self.cells[position].store(cell, Ordering::Relaxed);
+                    table.cells[position].store(cell, Ordering::Relaxed);
                     return;
                 }
                 // An earlier entry for the address sits in the table: the spilled one replaces it.
                 (Ok((position, _)), None) => {
-                    self.remove_at(position, records);
+                    table.remove_at(position, records);
+                    self.len.fetch_sub(1, Ordering::Relaxed);
                     return self.spill_insert(&mut spill, addr, class, index);
                 }
                 (Err(_), None) => return self.spill_insert(&mut spill, addr, class, index),
                 (Err(empty), Some(cell)) => (empty, cell),
             };
-            if self.len.load(Ordering::Relaxed) * 2 >= self.cells.len() {
+            if self.len.load(Ordering::Relaxed) * 2 >= table.cells.len() {
                 return self.spill_insert(&mut spill, addr, class, index);
             }
-            self.cells[empty].store(cell, Ordering::Relaxed);
+            table.cells[empty].store(cell, Ordering::Relaxed);
             self.len.fetch_add(1, Ordering::Relaxed);
             // An earlier entry for the address may have spilled while the table was full: the table's
             // entry replaces it.
@@ -280,40 +396,15 @@ impl AddressMap {
         }
         let mut spill = self.spill.lock();
         self.write(|| {
+            let table = self.table();
             for addr in addrs {
-                if let Ok((position, _)) = self.locate(addr, records) {
-                    self.remove_at(position, records);
+                if let Ok((position, _)) = table.locate(addr, records) {
+                    table.remove_at(position, records);
+                    self.len.fetch_sub(1, Ordering::Relaxed);
                 }
                 self.spill_remove(&mut spill, addr);
             }
         });
-    }
-
-    /// Empties the cell at `hole`, shifting back the entries after it so that no probe chain breaks
-    /// (linear probing's deletion, without tombstones); each entry's home is found from its record.
-    fn remove_at(&self, mut hole: usize, records: &impl BlockAddrs) {
-        let mask = self.mask();
-        let mut position = hole;
-        loop {
-            position = (position + 1) & mask;
-            let cell = self.cells[position].load(Ordering::Relaxed);
-            if cell == EMPTY {
-                break;
-            }
-            let (class, index) = self.layout.entry(cell);
-            let addr = records.block_addr(class, index);
-            debug_assert_ne!(addr, 0, "an entry of the table has its address recorded");
-            // The entry at `position` may fill the hole if its home is not cyclically in (hole, position].
-            let (home, _) = self.home(addr);
-            let stays =
-                if hole <= position { hole < home && home <= position } else { hole < home || home <= position };
-            if !stays {
-                self.cells[hole].store(cell, Ordering::Relaxed);
-                hole = position;
-            }
-        }
-        self.cells[hole].store(EMPTY, Ordering::Relaxed);
-        self.len.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Runs `change` with the sequence number odd, so that readers overlapping it retry. The caller holds
@@ -405,10 +496,10 @@ mod tests {
     #[test]
     fn removal_inside_a_collision_chain_keeps_the_chain() {
         let (map, records) = (AddressMap::with_capacity(8, 1, 8), Records::default());
-        let cells = map.cells.len();
+        let cells = map.table().cells.len();
         // Addresses whose home cell is the last one, then the first: chains wrap around.
         let wrapping: Vec<u64> =
-            (1u64..).map(|unit| unit << 8).filter(|&a| map.home(a).0 >= cells - 2).take(6).collect();
+            (1u64..).map(|unit| unit << 8).filter(|&a| map.table().home(a).0 >= cells - 2).take(6).collect();
         for (i, &addr) in wrapping.iter().enumerate() {
             records.put(&map, addr, 0, i as u32);
         }
@@ -425,7 +516,7 @@ mod tests {
     #[test]
     fn entries_without_a_fingerprint_are_told_apart_by_their_records() {
         let (map, records) = (AddressMap::with_capacity(64, 255, (1 << 23) - 1), Records::default());
-        assert_eq!(map.layout.fingerprint_bits(), 0);
+        assert_eq!(map.table().layout.fingerprint_bits(), 0);
         let addrs: Vec<u64> = (1..=64u64).map(|i| i << 12).collect();
         for (i, &addr) in addrs.iter().enumerate() {
             records.put(&map, addr, 254 - i as u32, (1 << 23) - 1 - i as u32);
@@ -443,66 +534,74 @@ mod tests {
         }
     }
 
+    /// A table at half load is replaced by one twice as large that keeps every entry: nothing spills.
     #[test]
-    fn entries_past_the_load_bound_spill_and_are_found() {
+    fn a_table_at_half_load_doubles_and_keeps_its_entries() {
         let (map, records) = (AddressMap::with_capacity(4, 2, 1 << 10), Records::default());
-        let cells = map.cells.len();
-        let addrs: Vec<u64> = (1..=cells as u64).map(|i| i << 12).collect();
+        let cells = map.table().cells.len();
+        let addrs: Vec<u64> = (1..=4 * cells as u64).map(|i| i << 12).collect();
         for (i, &addr) in addrs.iter().enumerate() {
             records.put(&map, addr, 1, i as u32);
+            assert!(map.len() * 2 <= map.table().cells.len(), "at most half full after {i}");
         }
-        assert_eq!(map.spilled.load(Ordering::Relaxed), cells / 2);
+        assert_eq!(map.spilled.load(Ordering::Relaxed), 0);
+        assert_eq!(map.table().cells.len(), 8 * cells, "doubled three times");
+        assert_eq!(map.current.load(Ordering::Relaxed), 3);
         for (i, &addr) in addrs.iter().enumerate() {
             assert_eq!(map.get(addr, &records), Some((1, i as u32)));
         }
         records.take(&map, &addrs);
         assert!(addrs.iter().all(|&a| map.get(a, &records).is_none()));
-        assert_eq!(map.spilled.load(Ordering::Relaxed), 0);
+        assert_eq!(map.len(), 0);
     }
 
-    /// Entries the cells cannot hold (a class or an index past the layout's) spill, are found, replace and
-    /// are replaced by table entries for the same address, and are removed. Addresses need no alignment.
+    /// An index wider than the cells lay out gets a table with wider cells (room for twice that index);
+    /// a class past the layout's, or an index past every layout's, spills, and is found, replaces and is
+    /// replaced by table entries for the same address, and is removed. Addresses need no alignment.
     #[test]
-    fn entries_the_cells_cannot_hold_spill() {
+    fn wider_indices_widen_the_cells_and_what_no_cell_holds_spills() {
         let (map, records) = (AddressMap::with_capacity(64, 4, 100), Records::default());
+        assert_eq!(map.table().layout.index_bits, 7);
         let first = 1u64 << 40;
         records.put(&map, first, 1, 1);
         let cases = [(first + 0x100, 4, 3), (first + 0x200, 2, 128), ((1 << 62) + 0x1080, 3, 127), (0x17, 0, 5)];
         for &(addr, class, index) in &cases {
             records.put(&map, addr, class, index);
         }
-        assert_eq!(map.spilled.load(Ordering::Relaxed), 2);
-        assert_eq!(map.len.load(Ordering::Relaxed), 3);
-        for &(addr, class, index) in &cases {
+        assert_eq!(map.table().layout.index_bits, 9, "room for index 256");
+        assert_eq!(map.spilled.load(Ordering::Relaxed), 1, "class 4 of 4");
+        assert_eq!(map.len(), 4);
+        for &(addr, class, index) in cases.iter().chain([&(first, 1, 1)]) {
             assert_eq!(map.get(addr, &records), Some((class, index)), "{addr:#x}");
         }
-        assert_eq!(map.get(first, &records), Some((1, 1)));
         records.put(&map, first + 0x100, 3, 7);
         assert_eq!(map.get(first + 0x100, &records), Some((3, 7)), "a table entry replaces a spilled one");
         records.put(&map, first, 3, 1000);
-        assert_eq!(map.get(first, &records), Some((3, 1000)), "a spilled entry replaces a table entry");
-        assert_eq!(map.len.load(Ordering::Relaxed), 3);
+        assert_eq!(map.get(first, &records), Some((3, 1000)), "widened again");
+        records.put(&map, first, 4, 0);
+        assert_eq!(map.get(first, &records), Some((4, 0)), "a spilled entry replaces a table entry");
+        assert_eq!((map.len(), map.spilled.load(Ordering::Relaxed)), (4, 1));
         let all: Vec<u64> = cases.iter().map(|c| c.0).chain([first]).collect();
         records.take(&map, &all);
         assert!(all.iter().all(|&a| map.get(a, &records).is_none()));
-        assert_eq!(map.spilled.load(Ordering::Relaxed), 0);
-        assert_eq!(map.len.load(Ordering::Relaxed), 0);
+        assert_eq!((map.len(), map.spilled.load(Ordering::Relaxed)), (0, 0));
+        // 255 classes leave 23 bits for an index: one past them spills.
+        let (map, records) = (AddressMap::with_capacity(4, 255, 3), Records::default());
+        records.put(&map, 0x1000, 7, 1 << 23);
+        records.put(&map, 0x2000, 7, (1 << 23) - 1);
+        assert_eq!((map.len(), map.spilled.load(Ordering::Relaxed)), (1, 1));
+        assert_eq!(map.get(0x1000, &records), Some((7, 1 << 23)));
+        assert_eq!(map.get(0x2000, &records), Some((7, (1 << 23) - 1)));
     }
 
-    /// An address that spilled while the table was full and is recorded again once there is room lives in
-    /// the table alone: removing it leaves no stale spilled entry behind.
+    /// An address that spilled and is recorded again where the table can hold it lives in the table alone:
+    /// removing it leaves no stale spilled entry behind.
     #[test]
     fn a_spilled_address_recorded_again_leaves_no_stale_entry() {
-        let (map, records) = (AddressMap::with_capacity(4, 3, 64), Records::default());
-        let cells = map.cells.len() as u64;
-        let fill: Vec<u64> = (1..=cells / 2).map(|i| i << 12).collect();
-        for (i, &addr) in fill.iter().enumerate() {
-            records.put(&map, addr, 0, i as u32);
-        }
-        let late = (cells + 1) << 12;
-        records.put(&map, late, 1, 1);
+        let (map, records) = (AddressMap::with_capacity(4, 4, 64), Records::default());
+        let late = 0x9000;
+        records.put(&map, late, 4, 1);
         assert_eq!(map.spilled.load(Ordering::Relaxed), 1);
-        records.take(&map, &fill[..1]);
         records.put(&map, late, 2, 2);
         assert_eq!(map.spilled.load(Ordering::Relaxed), 0, "the table's entry replaced the spilled one");
         assert_eq!(map.get(late, &records), Some((2, 2)));
@@ -510,13 +609,18 @@ mod tests {
         assert_eq!(map.get(late, &records), None);
     }
 
-    /// Readers looking up entries that stay while a writer inserts and removes others around them always
-    /// find them, with their values: a read overlapping a change is retried, never wrong.
-    #[test]
-    fn readers_never_miss_a_stable_entry_while_others_change() {
-        let map = Arc::new(AddressMap::with_capacity(256, 6, 127));
+    /// Maps `stable` entries (class 2, index by position) in a map of `entries` blocks and indices up to
+    /// `max_index`, runs three readers that look them up over and over while `write` changes the map around
+    /// them, and checks that every lookup found its entry; returns the map.
+    fn read_while(
+        entries: u64,
+        max_index: u32,
+        stable: usize,
+        write: impl FnOnce(&AddressMap, &Records),
+    ) -> Arc<AddressMap> {
+        let map = Arc::new(AddressMap::with_capacity(entries, 6, max_index));
         let records = Arc::new(Records::default());
-        let stable: Vec<u64> = (1..=64u64).map(|i| i << 10).collect();
+        let stable: Vec<u64> = (1..=stable as u64).map(|i| i << 10).collect();
         for (i, &addr) in stable.iter().enumerate() {
             records.put(&map, addr, 2, i as u32);
         }
@@ -536,16 +640,44 @@ mod tests {
                 })
             })
             .collect();
-        for round in 0..2000u64 {
-            let churn: Vec<u64> = (0..100u64).map(|i| ((round * 100 + i) << 10) | 0x100).collect();
-            for (i, &addr) in churn.iter().enumerate() {
-                records.put(&map, addr, 5, i as u32);
-            }
-            records.take(&map, &churn);
-        }
+        write(&map, &records);
         done.store(true, Ordering::Relaxed);
         for reader in readers {
             assert!(reader.join().unwrap() > 0);
         }
+        map
+    }
+
+    /// Readers looking up entries that stay while a writer grows the map under them (thousands of entries,
+    /// indices ever wider) always find them: a read overlapping a new table is retried, never wrong.
+    #[test]
+    fn readers_never_miss_a_stable_entry_while_the_map_grows() {
+        let map = read_while(8, 7, 8, |map, records| {
+            for round in 0..4u64 {
+                let grown: Vec<u64> = (0..5000u64).map(|i| ((round * 5000 + i) << 10) | 0x100).collect();
+                for (i, &addr) in grown.iter().enumerate() {
+                    records.put(map, addr, 5, 8 + i as u32);
+                }
+                records.take(map, &grown);
+            }
+        });
+        assert!(map.current.load(Ordering::Relaxed) >= 10, "the map grew");
+        assert_eq!(map.spilled.load(Ordering::Relaxed), 0);
+    }
+
+    /// Readers looking up entries that stay while a writer inserts and removes others around them always
+    /// find them, with their values: a read overlapping a change is retried, never wrong.
+    #[test]
+    fn readers_never_miss_a_stable_entry_while_others_change() {
+        let map = read_while(256, 127, 64, |map, records| {
+            for round in 0..2000u64 {
+                let churn: Vec<u64> = (0..100u64).map(|i| ((round * 100 + i) << 10) | 0x100).collect();
+                for (i, &addr) in churn.iter().enumerate() {
+                    records.put(map, addr, 5, i as u32);
+                }
+                records.take(map, &churn);
+            }
+        });
+        assert_eq!(map.current.load(Ordering::Relaxed), 0, "the map never outgrew its first table");
     }
 }

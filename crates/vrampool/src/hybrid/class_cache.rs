@@ -2,14 +2,17 @@
 //! on first need and then kept, free ones on lock-free stacks, so that most requests of the class are served
 //! in O(1) without a lock.
 //!
-//! Each block has an index below the class's capacity. An index is either empty (no block carved for it),
+//! Each block has an index below the class's capacity. A growable class (a learned one) may carve past
+//! its capacity when its caller says so ([`ClassCache::take_empty`]), its records growing by parts
+//! ([`BlockStates::growable`]), up to as many blocks as the region's cap holds.
+//! An index is either empty (no block carved for it),
 //! cached (a free carved block, in a thread slot's [`HotList`](crate::hot_list::HotList) or on its stack), or live. A thread that
 //! holds its slot alone keeps the blocks it frees last in its hot list and takes them back with one
 //! compare-and-swap on the block's state word. Empty indices wait on their own stack for the next carve.
 //! The dynamic region takes every cached block back when it runs short of memory ([`ClassCache::drain`]);
 //! their indices become empty again.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -24,7 +27,10 @@ use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 #[derive(Debug)]
 pub(crate) struct ClassCache {
     block_size: u64,
+    /// The blocks the class was made for (a learned class's count, or a configured one's).
     capacity: u32,
+    /// Indices handed out for a first carve so far; the next such index is this one.
+    issued: AtomicU32,
     /// Each block's record: state, free tag, stack link and address.
     states: BlockStates,
     cached: Box<[CachePadded<BlockStack>]>,
@@ -41,19 +47,26 @@ impl ClassCache {
     /// [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory) when the host has no room for their
     /// records.
     pub(crate) fn new(block_size: u64, capacity: u32) -> Result<Self> {
-        let states = BlockStates::new(capacity)?;
-        let empty = BlockStack::default();
-        for index in (0..capacity).rev() {
-            empty.push(&states, index);
-        }
+        Self::with_states(block_size, capacity, BlockStates::new(capacity)?)
+    }
+
+    /// A class of blocks of `block_size` bytes made for `capacity` of them, which grows, as its carves
+    /// need, to at most `most` blocks; [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory) when the
+    /// host has no room for the first records.
+    pub(crate) fn growable(block_size: u64, capacity: u32, most: u32) -> Result<Self> {
+        Self::with_states(block_size, capacity, BlockStates::growable(capacity, most)?)
+    }
+
+    fn with_states(block_size: u64, capacity: u32, states: BlockStates) -> Result<Self> {
         Ok(ClassCache {
             block_size,
             capacity,
+            issued: AtomicU32::new(0),
             states,
             cached: (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect(),
             cached_slots: AtomicU64::new(0),
             hot: HotLists::default(),
-            empty,
+            empty: BlockStack::default(),
         })
     }
 
@@ -62,9 +75,15 @@ impl ClassCache {
         self.block_size
     }
 
-    /// The most blocks the class holds.
+    /// The blocks the class was made for.
     pub(crate) fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// The most blocks the class may hold: its capacity, or for a growable class what it may grow to.
+    #[cfg(test)]
+    pub(crate) fn most(&self) -> u32 {
+        self.states.most()
     }
 
     /// A cached block for the thread in `slot`, made live for a request of `size` bytes on the stream with
@@ -98,9 +117,23 @@ impl ClassCache {
         None
     }
 
-    /// An index with no block, to carve one for; `None` when the class holds its capacity.
-    pub(crate) fn take_empty(&self) -> Option<u32> {
-        self.empty.pop(&self.states)
+    /// An index with no block, to carve one for: one whose block the region took back, else one never
+    /// used, below the class's capacity, or where `grow`, below its most (its records added where they
+    /// are missing); `None` when the class holds that many blocks, or the host has no room for more
+    /// records.
+    pub(crate) fn take_empty(&self, grow: bool) -> Option<u32> {
+        self.empty.pop(&self.states).or_else(|| self.issue(grow))
+    }
+
+    /// An index never handed out before, with its records.
+    #[cold]
+    fn issue(&self, grow: bool) -> Option<u32> {
+        let most = if grow { self.states.most() } else { self.capacity };
+        let index =
+            self.issued.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| (n < most).then_some(n + 1)).ok()?;
+        // Where the host has no room for the index's records, the index is never used: the request goes to
+        // the region, which serves it without them.
+        self.states.make_room(index).ok().filter(|&made| made).map(|_| index)
     }
 
     /// Returns an index whose carve failed.
@@ -222,7 +255,7 @@ mod tests {
         let class = ClassCache::new(4096, 4).unwrap();
         let slot = thread_slot::current();
         for addr in [0x1000, 0x2000, 0x3000, 0x4000] {
-            let index = class.take_empty().unwrap();
+            let index = class.take_empty(false).unwrap();
             class.set_addr(index, addr);
             class.mark_live(index, 0, 100);
             class.put_back(slot, index, FreeTag::FRESH);
@@ -235,14 +268,32 @@ mod tests {
         assert!(class.nothing_cached());
     }
 
+    /// A growable class hands out indices up to its capacity, past it only where asked to grow, and never
+    /// past its most; an index made empty is handed out again first.
+    #[test]
+    fn a_growable_class_carves_past_its_capacity_only_when_it_may_grow() {
+        let class = ClassCache::growable(4096, 2, 5).unwrap();
+        assert_eq!((class.capacity(), class.most()), (2, 5));
+        assert_eq!(
+            (class.take_empty(false), class.take_empty(false), class.take_empty(false)),
+            (Some(0), Some(1), None)
+        );
+        let grown: Vec<Option<u32>> = (0..4).map(|_| class.take_empty(true)).collect();
+        assert_eq!(grown, vec![Some(2), Some(3), Some(4), None], "up to its most");
+        class.set_addr(4, 0x5000);
+        class.make_empty(4);
+        assert_eq!(class.take_empty(false), Some(4), "an empty index is handed out again whatever the bound");
+        assert_eq!(ClassCache::new(4096, 2).unwrap().most(), 2, "a fixed class's most is its capacity");
+    }
+
     #[test]
     fn indices_move_between_empty_cached_and_live() {
         let class = ClassCache::new(4096, 2).unwrap();
         let slot = thread_slot::current();
         assert_eq!(class.take_cached(slot, 0, 100), None);
-        let a = class.take_empty().unwrap();
-        let b = class.take_empty().unwrap();
-        assert_eq!(class.take_empty(), None, "capacity reached");
+        let a = class.take_empty(false).unwrap();
+        let b = class.take_empty(false).unwrap();
+        assert_eq!(class.take_empty(false), None, "capacity reached");
         class.set_addr(a, 0x1000);
         class.set_addr(b, 0x3000);
         class.mark_live(a, 0, 100);
@@ -262,13 +313,13 @@ mod tests {
         expected.sort_unstable_by_key(|d| d.0);
         assert_eq!(drained, expected);
         assert_eq!(class.addr(a), 0x1000, "the address stays recorded until the index is made empty");
-        assert_eq!(class.take_empty(), None, "a drained index is not empty before it is made so");
+        assert_eq!(class.take_empty(false), None, "a drained index is not empty before it is made so");
         for &(index, _, _) in &drained {
             class.make_empty(index);
         }
         assert_eq!(class.addr(a), 0);
         assert!(class.nothing_cached(), "the hot list's stale entry is no cached block");
         assert_eq!(class.take_cached(slot, 0, 10), None, "the hot list's entry is stale after the drain");
-        assert!(class.take_empty().is_some() && class.take_empty().is_some());
+        assert!(class.take_empty(false).is_some() && class.take_empty(false).is_some());
     }
 }

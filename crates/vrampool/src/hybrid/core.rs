@@ -29,8 +29,13 @@ fn bin_floor(bin: usize) -> u64 {
 /// The blocks class `spec` holds under a cap of `cap` bytes: its count, but no more blocks than fit in
 /// the cap (and at least one), nor more than a block index can number.
 fn capacity_under(spec: &ClassSpec, cap: u64) -> u32 {
-    let fit = (cap / spec.block_size.max(1)).max(1);
-    spec.block_count.min(fit).min(u64::from(u32::MAX - 1)) as u32
+    spec.block_count.min(most_under(spec, cap).into()) as u32
+}
+
+/// The most blocks of class `spec` that fit in a cap of `cap` bytes (at least one), and that a block index
+/// can number.
+fn most_under(spec: &ClassSpec, cap: u64) -> u32 {
+    (cap / spec.block_size.max(1)).clamp(1, u64::from(u32::MAX - 1)) as u32
 }
 
 /// The class a request goes to ([`Core::class_for`]).
@@ -74,13 +79,25 @@ impl Core {
     /// A core with a class per spec (block size and capacity), serving requests at most `waste`
     /// smaller than their block, and, from a block already cached, requests at most `cached_waste` smaller
     /// that no class serves within `waste`. A class holds at most as many blocks as fit in `cap` bytes,
-    /// the region's cap, however many its spec asks for: no more could ever be carved. An error when the
-    /// host has no room for the blocks' records.
-    pub(crate) fn new(specs: &[ClassSpec], cap: u64, waste: WasteBound, cached_waste: WasteBound) -> Result<Self> {
+    /// the region's cap, however many its spec asks for: no more could ever be carved. Where `grow`, a
+    /// class that has carved its capacity carves more blocks as its requests need, up to that most. An
+    /// error when the host has no room for the blocks' records.
+    pub(crate) fn new(
+        specs: &[ClassSpec],
+        cap: u64,
+        grow: bool,
+        waste: WasteBound,
+        cached_waste: WasteBound,
+    ) -> Result<Self> {
         let mut specs = specs.to_vec();
         specs.sort_by_key(|c| c.block_size);
-        let classes: Vec<ClassCache> =
-            specs.iter().map(|c| ClassCache::new(c.block_size, capacity_under(c, cap))).collect::<Result<_>>()?;
+        let classes: Vec<ClassCache> = specs
+            .iter()
+            .map(|c| match grow {
+                true => ClassCache::growable(c.block_size, capacity_under(c, cap), most_under(c, cap)),
+                false => ClassCache::new(c.block_size, capacity_under(c, cap)),
+            })
+            .collect::<Result<_>>()?;
         let total_blocks = classes.iter().map(|c| u64::from(c.capacity())).sum();
         let sizes: Box<[u64]> = classes.iter().map(ClassCache::block_size).collect();
         let bins = sizes.last().map_or(0, |&largest| size_bin(largest) + 1);
@@ -165,7 +182,7 @@ impl BlockAddrs for Core {
     #[inline]
     fn block_addr(&self, class: u32, index: u32) -> u64 {
         match self.classes.get(class as usize) {
-            Some(class) if index < class.capacity() => class.addr(index),
+            Some(class) => class.addr(index),
             _ => 0,
         }
     }
@@ -212,14 +229,20 @@ mod tests {
 
     /// A core of one class of `count` blocks of 4 KiB, under no cap.
     fn one_class(count: u64) -> Core {
-        Core::new(&[ClassSpec { block_size: 4096, block_count: count }], u64::MAX, fraction(0.125), fraction(0.5))
-            .unwrap()
+        Core::new(
+            &[ClassSpec { block_size: 4096, block_count: count }],
+            u64::MAX,
+            false,
+            fraction(0.125),
+            fraction(0.5),
+        )
+        .unwrap()
     }
 
     /// Carves a block of the one class at `addr`: an empty index, its address recorded and mapped.
     fn carve_at(core: &Core, addr: u64) -> u32 {
         let class = &core.classes()[0];
-        let index = class.take_empty().unwrap();
+        let index = class.take_empty(false).unwrap();
         class.set_addr(index, addr);
         core.register(addr, 0, index);
         index
@@ -246,6 +269,7 @@ mod tests {
         let core = Core::new(
             &[ClassSpec { block_size: 1 << 20, block_count: 4 }, ClassSpec { block_size: 4096, block_count: 4 }],
             u64::MAX,
+            false,
             fraction(0.125),
             fraction(0.5),
         )
@@ -292,7 +316,7 @@ mod tests {
             (sparse_and_small(), floored),
         ] {
             let cached_waste = WasteBound { fraction: 0.5, ..waste };
-            let core = Core::new(&specs, u64::MAX, waste, cached_waste).unwrap();
+            let core = Core::new(&specs, u64::MAX, false, waste, cached_waste).unwrap();
             let sizes: Vec<u64> = core.classes().iter().map(ClassCache::block_size).collect();
             for span in (256..(sizes.last().unwrap() + 8192)).step_by(256) {
                 let next = sizes.iter().position(|&s| s >= span);

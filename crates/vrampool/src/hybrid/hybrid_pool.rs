@@ -130,7 +130,7 @@ impl HybridPool {
             config,
         };
         if !learn {
-            pool.install(&pool.config.classes)?;
+            pool.install(&pool.config.classes, false)?;
         }
         Ok(pool)
     }
@@ -201,16 +201,18 @@ impl HybridPool {
         });
         // The records of learned classes are bounded by the blocks seen live during warm-up; a host out of
         // memory for them leaves the region serving everything, which is correct, only slower.
-        let _ = self.install(&learned.classes);
+        let _ = self.install(&learned.classes, true);
         let _ = self.learned.set(learned.clone());
         learned
     }
 
     /// Installs the core and puts it in front of the region; an error, with nothing changed, when the host
-    /// has no memory for the classes' records.
-    fn install(&self, classes: &[ClassSpec]) -> Result<()> {
+    /// has no memory for the classes' records. Learned classes (`grow`) carve past their capacity as their
+    /// requests need; configured ones hold the count they were given.
+    fn install(&self, classes: &[ClassSpec], grow: bool) -> Result<()> {
         let cap = self.dynamic.growth_policy().cap;
-        let core = Arc::new(Core::new(classes, cap, self.config.waste_bound(), self.config.cached_waste_bound())?);
+        let (waste, cached_waste) = (self.config.waste_bound(), self.config.cached_waste_bound());
+        let core = Arc::new(Core::new(classes, cap, grow, waste, cached_waste)?);
         self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>, self.config.drain_before_growth);
         let _ = self.core.set(core);
         Ok(())
@@ -234,11 +236,16 @@ impl HybridPool {
         self.carve(at)
     }
 
-    /// Carves a new block for the class from the region.
+    /// Carves a new block for the class from the region. A learned class that has carved its capacity
+    /// carves more once the region has split into shards (threads contend for it): a request past the
+    /// class then goes to a shard's lock, and a block freed there by another thread to that thread's, while
+    /// the class serves both without a lock; and a shard's free memory serves its own blocks only, so that
+    /// the region no longer packs every size together. A program whose threads do not contend keeps the
+    /// class's capacity, and sends its requests past it to the region, which packs them with the rest.
     #[cold]
     fn carve(&self, at: ClassRequest<'_>) -> Result<Option<Allocation>> {
         let ClassRequest { core, class_index, class, request, stream, stream_index, slot } = at;
-        let Some(index) = class.take_empty() else { return Ok(None) };
+        let Some(index) = class.take_empty(self.dynamic.shards_open() > 1) else { return Ok(None) };
         match self.dynamic.allocate_for_cache(class.block_size(), MIN_BLOCK, stream) {
             Ok(block) => {
                 class.set_addr(index, block.addr);
@@ -455,5 +462,45 @@ impl Pool for HybridPool {
 impl Drop for HybridPool {
     fn drop(&mut self) {
         self.watermark.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::SimDevice;
+    use crate::units::KIB;
+
+    /// A learned class that has carved its capacity sends further requests to the region while the region
+    /// has one shard, and carves past its capacity once threads have split the region into shards.
+    #[test]
+    fn a_learned_class_carves_past_its_capacity_once_the_region_has_shards() {
+        let config = HybridConfig::default().warmup_requests(8).deterministic(true);
+        let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+        for _ in 0..8 {
+            let a = pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap();
+            pool.free(a.addr).unwrap();
+        }
+        let learned = pool.learned_classes().expect("learned at the 8th request").classes.clone();
+        assert_eq!(learned, vec![ClassSpec { block_size: 4 * KIB, block_count: 2 }], "twice the one live");
+        let fallbacks = |pool: &HybridPool| pool.stats().fallback_reasons.get("class-full").copied().unwrap_or(0);
+        let mut live: Vec<u64> =
+            (0..6).map(|_| pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap().addr).collect();
+        assert_eq!(fallbacks(&pool), 4, "one shard: past its two blocks the class sends requests to the region");
+        assert_eq!(pool.dynamic_region().move_to_own_shard(), 1);
+        live.extend((0..40).map(|_| pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap().addr));
+        assert_eq!(fallbacks(&pool), 4, "two shards: the class carves its 40 blocks");
+        let core = pool.core.get().unwrap();
+        assert_eq!(live.iter().filter(|&&addr| core.holds(addr)).count(), 42);
+        for addr in live {
+            pool.free(addr).unwrap();
+        }
+        assert_eq!(pool.stats().allocated_bytes.current, 0);
+        let again: Vec<u64> =
+            (0..42).map(|_| pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap().addr).collect();
+        assert!(again.iter().all(|&addr| core.holds(addr)), "the class's 42 blocks serve 42 requests again");
+        for addr in again {
+            pool.free(addr).unwrap();
+        }
     }
 }
