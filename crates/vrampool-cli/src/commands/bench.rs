@@ -121,6 +121,10 @@ struct Scaling {
     events_per_1000: f64,
     /// The dynamic pool's or region's shards open at the end (none for the fixed pool).
     shards: Option<usize>,
+    /// The most bytes the pool reserved, warm-up and timed run together, against the most bytes live.
+    peak_reserved_bytes: u64,
+    /// The most bytes live at once.
+    peak_live_bytes: u64,
 }
 
 /// The thread counts timed up to `most`: the powers of two below it, and it.
@@ -163,6 +167,8 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
                 region_share: in_region / allocations,
                 events_per_1000: 1000.0 * (after.events_recorded - before.events_recorded) as f64 / allocations,
                 shards: pool.shards(),
+                peak_reserved_bytes: after.reserved_bytes.peak,
+                peak_live_bytes: after.allocated_bytes.peak,
             });
         }
     }
@@ -170,7 +176,17 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
         outln!(out, "{}", serde_json::to_string_pretty(&results).expect("plain data"))?;
         return Ok(());
     }
-    let mut table = Table::new(&["strategy", "threads", "M ops/s", "vs 1 thread", "in region", "events/1k", "shards"]);
+    let mut table = Table::new(&[
+        "strategy",
+        "threads",
+        "M ops/s",
+        "vs 1 thread",
+        "in region",
+        "events/1k",
+        "shards",
+        "peak live MiB",
+        "peak reserved MiB",
+    ]);
     for r in &results {
         table.row(vec![
             r.strategy.clone(),
@@ -180,6 +196,8 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
             format!("{:.1}%", 100.0 * r.region_share),
             format!("{:.1}", r.events_per_1000),
             r.shards.map_or("-".into(), |n| n.to_string()),
+            (r.peak_live_bytes / MIB).to_string(),
+            (r.peak_reserved_bytes / MIB).to_string(),
         ]);
     }
     outln!(out, "{}", table.render())?;
@@ -189,7 +207,8 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
          MiB, one free in {HANDOFF_EVERY} done by the next thread); operations (allocations and frees) per second \
          of all threads together; in region: the share of allocations the dynamic pool or region served (the \
          fixed pool's: its fallbacks); events/1k: events recorded to reuse a block on another stream, per 1,000 \
-         allocations; shards: the dynamic pool's or region's shards open; {} CPUs; simulated device; {:.1} s",
+         allocations; shards: the dynamic pool's or region's shards open; peak live and reserved: the most bytes \
+         live and reserved at once over the warm-up and the timed run; {} CPUs; simulated device; {:.1} s",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         started.elapsed().as_secs_f64()
     )?;
@@ -263,6 +282,9 @@ mod tests {
             assert!(row["ops_per_second"].as_f64().unwrap() > 0.0, "{row}");
             assert!((0.0..=1.0).contains(&row["region_share"].as_f64().unwrap()), "{row}");
             assert!(row["events_per_1000"].as_f64().unwrap() >= 0.0, "{row}");
+            let (live, reserved) =
+                (row["peak_live_bytes"].as_u64().unwrap(), row["peak_reserved_bytes"].as_u64().unwrap());
+            assert!(live > 0 && reserved >= live, "the pool reserved what it held live: {row}");
             match row["strategy"].as_str().unwrap() {
                 "fixed" => assert!(row["shards"].is_null(), "{row}"),
                 _ => assert!(row["shards"].as_u64().unwrap() >= 1, "{row}"),
