@@ -151,7 +151,8 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Print a JSON array instead of a table: `{strategy, pattern, ns_per_op}`, or with `--threads`
-    /// `{strategy, threads, ops_per_second, vs_one_thread}`.
+    /// `{strategy, threads, ops_per_second, vs_one_thread, region_share, events_per_1000, shards,
+    /// peak_reserved_bytes, peak_live_bytes}`.
     #[arg(long)]
     pub json: bool,
     /// About how long to run, in seconds.
