@@ -80,6 +80,12 @@ impl ClassCache {
         self.capacity
     }
 
+    /// Indices handed out for a first carve so far.
+    #[cfg(test)]
+    pub(crate) fn issued(&self) -> u32 {
+        self.issued.load(Ordering::Relaxed)
+    }
+
     /// The most blocks the class may hold: its capacity, or for a growable class what it may grow to.
     #[cfg(test)]
     pub(crate) fn most(&self) -> u32 {

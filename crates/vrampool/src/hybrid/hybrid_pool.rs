@@ -503,4 +503,80 @@ mod tests {
             pool.free(addr).unwrap();
         }
     }
+
+    /// Threads each in a shard of their own allocate, hand over and free blocks of learned classes far past
+    /// what warm-up saw: the classes grow while others free and look blocks up, and no two live blocks
+    /// ever overlap (a shadow of every live range checks each allocation), every free succeeds, and every
+    /// byte comes back.
+    #[test]
+    fn classes_growing_under_threads_never_hand_out_a_block_twice() {
+        use std::collections::BTreeMap;
+        use std::sync::{Barrier, Mutex};
+        const THREADS: usize = 6;
+        let config = HybridConfig::default().warmup_requests(12).deterministic(true);
+        let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+        let sizes = [4 * KIB, 8 * KIB, 64 * KIB];
+        for i in 0..12 {
+            let a = pool.allocate(sizes[i % 3], MIN_BLOCK, StreamId::DEFAULT).unwrap();
+            pool.free(a.addr).unwrap();
+        }
+        let live: Mutex<BTreeMap<u64, u64>> = Mutex::new(BTreeMap::new());
+        let handed: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+        let barrier = Barrier::new(THREADS);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (pool, live, handed, barrier) = (&pool, &live, &handed, &barrier);
+                scope.spawn(move || {
+                    pool.dynamic_region().move_to_own_shard();
+                    barrier.wait();
+                    let stream = StreamId(t as u64 + 1);
+                    let mut mine: Vec<u64> = Vec::new();
+                    let mut seed = t as u64 * 7919 + 1;
+                    for step in 0..3000 {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let roll = (seed >> 33) as usize;
+                        if mine.len() < 40 && roll % 3 != 0 {
+                            let size = sizes[roll % 3];
+                            let a = pool.allocate(size, MIN_BLOCK, stream).unwrap();
+                            let mut shadow = live.lock().unwrap();
+                            let before = shadow.range(..a.addr + size).next_back().map(|(&at, &len)| at + len);
+                            assert!(before.is_none_or(|end| end <= a.addr), "{a:?} overlaps a live block");
+                            shadow.insert(a.addr, size);
+                            drop(shadow);
+                            mine.push(a.addr);
+                        } else if !mine.is_empty() {
+                            let addr = mine.swap_remove(roll % mine.len());
+                            live.lock().unwrap().remove(&addr);
+                            if step % 5 == 0 {
+                                handed.lock().unwrap().push(addr);
+                            } else {
+                                pool.free(addr).unwrap();
+                            }
+                        }
+                        if step % 50 == 0 {
+                            let theirs = std::mem::take(&mut *handed.lock().unwrap());
+                            for addr in theirs {
+                                pool.free(addr).unwrap();
+                            }
+                        }
+                    }
+                    for addr in mine {
+                        live.lock().unwrap().remove(&addr);
+                        pool.free(addr).unwrap();
+                    }
+                });
+            }
+        });
+        for addr in handed.into_inner().unwrap() {
+            pool.free(addr).unwrap();
+        }
+        assert_eq!(pool.stats().allocated_bytes.current, 0);
+        let core = pool.core.get().unwrap();
+        assert!(
+            core.classes().iter().any(|class| class.issued() > class.capacity()),
+            "a class grew past its capacity: {:?}",
+            core.classes().iter().map(|c| (c.capacity(), c.issued())).collect::<Vec<_>>()
+        );
+        pool.trim().unwrap();
+    }
 }
