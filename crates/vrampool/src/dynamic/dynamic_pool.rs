@@ -2,7 +2,7 @@
 //! comes from, and the device work that gets it, is its [`Space`]'s.
 
 use std::collections::hash_map::Entry;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
@@ -109,6 +109,9 @@ struct FrontCache {
     blocks: Arc<dyn BlockCache>,
     /// Before every growth (true), or only when the cap or the device refuses one (false).
     drain_before_growth: bool,
+    /// Whether the pool has taken blocks back from the cache (a refused growth, or a trim) since the cache
+    /// was set.
+    drained: AtomicBool,
 }
 
 impl DynamicPool {
@@ -174,6 +177,12 @@ impl DynamicPool {
     /// The shards open now: 1 until threads contending for the first open more.
     pub fn shards_open(&self) -> usize {
         self.shards.open_count()
+    }
+
+    /// Whether the pool has taken blocks back from the cache in front of it (because the cap or the device
+    /// refused a growth, or on a trim).
+    pub(crate) fn cache_drained(&self) -> bool {
+        self.cache.get().is_some_and(|cache| cache.drained.load(Ordering::Relaxed))
     }
 
     /// Moves the calling thread to a shard no other thread has chosen, as contention would; returns it.
@@ -328,6 +337,9 @@ impl DynamicPool {
     /// `u64::MAX`), with shard `shard`'s lock held: those of that shard now, the others' into `foreign`.
     fn drain_cache(&self, shard: usize, state: &mut DynamicState, bytes: u64, foreign: &mut Vec<(u64, FreeTag)>) {
         let Some(cache) = self.cache.get() else { return };
+        if !cache.drained.load(Ordering::Relaxed) {
+            cache.drained.store(true, Ordering::Relaxed);
+        }
         let slot = thread_slot::current();
         for (addr, tag) in cache.blocks.drain(bytes) {
             if self.shards.owner_of(addr) != shard {
@@ -384,7 +396,7 @@ impl DynamicPool {
     /// Puts a cache in front of the pool (once) whose blocks the pool takes back when the cap or the device
     /// refuses a growth, and also before every growth where `drain_before_growth`.
     pub(crate) fn set_block_cache(&self, cache: Arc<dyn BlockCache>, drain_before_growth: bool) {
-        let _ = self.cache.set(FrontCache { blocks: cache, drain_before_growth });
+        let _ = self.cache.set(FrontCache { blocks: cache, drain_before_growth, drained: AtomicBool::new(false) });
     }
 
     /// Grows the pool by one step of its growth policy ahead of need ([`GrowthPolicy::step_ahead`]), without

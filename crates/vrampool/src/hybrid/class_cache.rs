@@ -39,7 +39,10 @@ pub(crate) struct ClassCache {
     cached_slots: AtomicU64,
     /// Per slot, the blocks its holder freed last (a bound number of them).
     hot: HotLists,
+    /// Indices below the capacity whose block the region took back, for the next carve.
     empty: BlockStack,
+    /// Indices at or past the capacity whose block the region took back, for the next carve that may grow.
+    grown_empty: BlockStack,
 }
 
 impl ClassCache {
@@ -67,6 +70,7 @@ impl ClassCache {
             cached_slots: AtomicU64::new(0),
             hot: HotLists::default(),
             empty: BlockStack::default(),
+            grown_empty: BlockStack::default(),
         })
     }
 
@@ -128,7 +132,18 @@ impl ClassCache {
     /// are missing); `None` when the class holds that many blocks, or the host has no room for more
     /// records.
     pub(crate) fn take_empty(&self, grow: bool) -> Option<u32> {
-        self.empty.pop(&self.states).or_else(|| self.issue(grow))
+        if let Some(index) = self.empty.pop(&self.states) {
+            return Some(index);
+        }
+        match grow {
+            true => self.grown_empty.pop(&self.states).or_else(|| self.issue(true)),
+            false => self.issue(false),
+        }
+    }
+
+    /// The stack an empty `index` waits on.
+    fn empty_stack(&self, index: u32) -> &BlockStack {
+        if index < self.capacity { &self.empty } else { &self.grown_empty }
     }
 
     /// An index never handed out before, with its records.
@@ -144,7 +159,7 @@ impl ClassCache {
 
     /// Returns an index whose carve failed.
     pub(crate) fn give_back_empty(&self, index: u32) {
-        self.empty.push(&self.states, index);
+        self.empty_stack(index).push(&self.states, index);
     }
 
     /// Frees the live block `block` (at `addr`) with `tag` and keeps it for the thread in `slot`: in its hot
@@ -239,7 +254,7 @@ impl ClassCache {
     /// Forgets the address of block `index`, taken by [`ClassCache::drain`], and makes the index empty.
     pub(crate) fn make_empty(&self, index: u32) {
         self.states.clear_addr(index);
-        self.empty.push(&self.states, index);
+        self.empty_stack(index).push(&self.states, index);
     }
 
     /// Whether no block is cached (racy). A stale entry of a hot list does not count: the region would
@@ -275,7 +290,8 @@ mod tests {
     }
 
     /// A growable class hands out indices up to its capacity, past it only where asked to grow, and never
-    /// past its most; an index made empty is handed out again first.
+    /// past its most; an index made empty is handed out again first, one past the capacity only where asked
+    /// to grow.
     #[test]
     fn a_growable_class_carves_past_its_capacity_only_when_it_may_grow() {
         let class = ClassCache::growable(4096, 2, 5).unwrap();
@@ -288,7 +304,11 @@ mod tests {
         assert_eq!(grown, vec![Some(2), Some(3), Some(4), None], "up to its most");
         class.set_addr(4, 0x5000);
         class.make_empty(4);
-        assert_eq!(class.take_empty(false), Some(4), "an empty index is handed out again whatever the bound");
+        class.set_addr(1, 0x2000);
+        class.make_empty(1);
+        assert_eq!(class.take_empty(false), Some(1), "an empty index below the capacity first");
+        assert_eq!(class.take_empty(false), None, "one past the capacity waits for a carve that may grow");
+        assert_eq!(class.take_empty(true), Some(4));
         assert_eq!(ClassCache::new(4096, 2).unwrap().most(), 2, "a fixed class's most is its capacity");
     }
 

@@ -241,11 +241,20 @@ impl HybridPool {
     /// class then goes to a shard's lock, and a block freed there by another thread to that thread's, while
     /// the class serves both without a lock; and a shard's free memory serves its own blocks only, so that
     /// the region no longer packs every size together. A program whose threads do not contend keeps the
-    /// class's capacity, and sends its requests past it to the region, which packs them with the rest.
+    /// class's capacity, and sends its requests past it to the region, which packs them with the rest. So
+    /// does a pool whose region has taken the classes' blocks back (its cap or the device refused a growth,
+    /// or a trim): memory is short there, and blocks carved past the capacity would be taken back and carved
+    /// again, each time under the address map's write lock. So too a pool whose classes give their blocks
+    /// back before the region grows
+    /// ([`HybridConfig::drain_before_growth`], the adaptive pool's): blocks carved past the capacity would be
+    /// given back at the region's next growth and carved again, and the memory they leave idle in the
+    /// classes' part of the range raised the default's peak reserved under threads on a GPU by a third
+    /// (docs/BENCHMARKS.md).
     #[cold]
     fn carve(&self, at: ClassRequest<'_>) -> Result<Option<Allocation>> {
         let ClassRequest { core, class_index, class, request, stream, stream_index, slot } = at;
-        let Some(index) = class.take_empty(self.dynamic.shards_open() > 1) else { return Ok(None) };
+        let grow = !self.config.drain_before_growth && self.dynamic.shards_open() > 1 && !self.dynamic.cache_drained();
+        let Some(index) = class.take_empty(grow) else { return Ok(None) };
         match self.dynamic.allocate_for_cache(class.block_size(), MIN_BLOCK, stream) {
             Ok(block) => {
                 class.set_addr(index, block.addr);
@@ -472,7 +481,8 @@ mod tests {
     use crate::units::KIB;
 
     /// A learned class that has carved its capacity sends further requests to the region while the region
-    /// has one shard, and carves past its capacity once threads have split the region into shards.
+    /// has one shard, carves past its capacity once threads have split the region into shards, and keeps
+    /// its capacity again once the region has taken its blocks back.
     #[test]
     fn a_learned_class_carves_past_its_capacity_once_the_region_has_shards() {
         let config = HybridConfig::default().warmup_requests(8).deterministic(true);
@@ -500,6 +510,15 @@ mod tests {
             (0..42).map(|_| pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap().addr).collect();
         assert!(again.iter().all(|&addr| core.holds(addr)), "the class's 42 blocks serve 42 requests again");
         for addr in again {
+            pool.free(addr).unwrap();
+        }
+        // A trim takes the blocks back: memory was asked for, and the class keeps its capacity from then on.
+        pool.trim().unwrap();
+        let after: Vec<u64> =
+            (0..10).map(|_| pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap().addr).collect();
+        assert_eq!(after.iter().filter(|&&addr| core.holds(addr)).count(), 2, "the class's capacity");
+        assert_eq!(fallbacks(&pool), 12);
+        for addr in after {
             pool.free(addr).unwrap();
         }
     }
