@@ -307,24 +307,25 @@ impl AddressMap {
         let Some(slot) = self.grown.get(now) else { return false };
         let old = self.table();
         let cells = if fuller { (old.cells.len() * 2).min(MAX_SLOTS) } else { old.cells.len() };
-        let widest = low_mask(old.layout.index_bits).max(max_index);
         // An index that needs more bits gets room for twice as many again, so that a growing class widens
         // the cells once per doubling of its blocks at most.
-        let layout = CellLayout::new(
-            self.classes,
-            if widest > low_mask(old.layout.index_bits) { widest.saturating_mul(2).max(widest) } else { widest },
-        );
+        let widest = low_mask(old.layout.index_bits);
+        let layout =
+            CellLayout::new(self.classes, if max_index > widest { max_index.saturating_mul(2) } else { widest });
         if cells == old.cells.len() && layout.index_bits == old.layout.index_bits {
             return false;
         }
         let table = Table::new(cells, layout);
+        let mask = table.mask();
         for cell in old.cells.iter().map(|c| c.load(Ordering::Relaxed)).filter(|&c| c != EMPTY) {
             let (class, index) = old.layout.entry(cell);
-            let addr = records.block_addr(class, index);
-            let (_, tag) = table.home(addr);
-            let Some(moved) = table.layout.cell(tag, class, index) else { continue };
-            let Err(empty) = table.locate(addr, records) else { continue };
-            table.cells[empty].store(moved, Ordering::Relaxed);
+            let (mut position, tag) = table.home(records.block_addr(class, index));
+            let moved = table.layout.cell(tag, class, index).expect("a layout at least as wide holds every entry");
+            // The entries are of distinct addresses: each goes to the first empty cell from its home.
+            while table.cells[position].load(Ordering::Relaxed) != EMPTY {
+                position = (position + 1) & mask;
+            }
+            table.cells[position].store(moved, Ordering::Relaxed);
         }
         let _ = slot.set(table);
         self.current.store(now + 1, Ordering::Release);
