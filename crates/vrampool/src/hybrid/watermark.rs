@@ -1,11 +1,19 @@
 //! The watermark: when the core's share of blocks in use passes it, the dynamic region is grown ahead of
 //! need by a background worker, once per crossing, never on the allocation path.
 //!
-//! Each thread slot counts the core blocks it took and gave back; every [`check_interval`] core
-//! operations (a 32nd of the core's blocks, 1 to [`MAX_CHECK_INTERVAL`]) a slot sums the slots that have
-//! ever counted (a bitmask names them, so a check reads a cache line per thread that used the pool, not one
-//! per possible slot) and compares the share in use with the watermark. Passing it while armed disarms it
-//! and sends one request to the worker; falling back below re-arms it.
+//! Each thread slot counts the core blocks it took and gave back. A check sums the slots that have ever
+//! counted (a bitmask names them, so a check reads a cache line per thread that used the pool, not one per
+//! possible slot) and compares the share in use with the watermark. Passing it while armed disarms it and
+//! sends one request to the worker; falling back below re-arms it.
+//!
+//! A slot checks every [`check_interval`] core operations (a 32nd of the core's blocks, 1 to
+//! [`MAX_CHECK_INTERVAL`]) times the number of slots that have counted: all threads together check about
+//! once per interval, however many they are. A check reads a line each other thread last wrote, so that a
+//! thread pays about one such line per interval of its own operations whatever the number of threads;
+//! were each slot to check every interval, a thread's cost per operation would grow with the threads.
+//! A thread that runs alone after others have counted checks less often than one that never shared the
+//! pool (at most [`MAX_CHECK_INTERVAL`] times 64 of its operations apart): the watermark only grows the
+//! region ahead of need, which a late check delays, and the region still grows on demand.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -18,11 +26,12 @@ use parking_lot::Mutex;
 use crate::dynamic::DynamicPool;
 use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 
-/// The most core operations per slot between two checks of the watermark.
+/// The most core operations between two checks of the watermark, all threads together (a slot's own
+/// interval is this times the slots that have counted).
 pub(crate) const MAX_CHECK_INTERVAL: u32 = 64;
 
-/// Core operations per slot between two checks of the watermark, for a core of `total_blocks` blocks: a
-/// 32nd of them, so that a single thread's count is checked within 3% of the core's size, at least every
+/// Core operations between two checks of the watermark, all threads together, for a core of `total_blocks`
+/// blocks: a 32nd of them, so that the count is checked within 3% of the core's size, at least every
 /// operation and at most every [`MAX_CHECK_INTERVAL`]. A shorter interval costs every step instructions for
 /// checks that find nothing (docs/BENCHMARKS.md).
 pub(crate) fn check_interval(total_blocks: u64) -> u32 {
@@ -118,7 +127,8 @@ impl Watermark {
     }
 
     /// [`Watermark::count`] when a check is due (or the slot is shared): names the slot before its first
-    /// count lands, so that no check misses it, counts, and checks.
+    /// count lands, so that no check misses it, counts, checks, and for a slot its thread holds alone sets
+    /// the countdown to the next check: the interval times the slots that have counted.
     #[cold]
     fn count_and_check(&self, slot: ThreadSlot, delta: i64, total_blocks: u64) {
         let slot_use = &self.slots[slot.index];
@@ -128,7 +138,8 @@ impl Watermark {
         }
         if slot.exclusive {
             slot_use.live.store(slot_use.live.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
-            slot_use.countdown.store(check_interval(total_blocks) - 1, Ordering::Relaxed);
+            let counting = self.used_slots.load(Ordering::Relaxed).count_ones().max(1);
+            slot_use.countdown.store(check_interval(total_blocks) * counting - 1, Ordering::Relaxed);
         } else {
             slot_use.live.fetch_add(delta, Ordering::Relaxed);
         }
@@ -185,6 +196,32 @@ mod tests {
         assert_eq!(check_interval(100), 3);
         assert_eq!(check_interval(1828), 57);
         assert_eq!(check_interval(1 << 40), MAX_CHECK_INTERVAL);
+    }
+
+    /// A slot's operations between two checks grow with the slots that have counted, so that all threads
+    /// together check about once per interval.
+    #[test]
+    fn a_slot_checks_less_often_as_more_slots_count() {
+        let dynamic = Arc::new(DynamicPool::new(Arc::new(SimDevice::default()), DynamicConfig::default()).unwrap());
+        let watermark = Watermark::new(2.0, dynamic, true).unwrap();
+        let total = 32 * 4;
+        let interval = check_interval(total);
+        assert_eq!(interval, 4);
+        let mine = ThreadSlot { index: 0, exclusive: true };
+        let countdown = |slot: ThreadSlot| watermark.slots[slot.index].countdown.load(Ordering::Relaxed);
+        watermark.count(mine, 1, total);
+        assert_eq!(countdown(mine), interval - 1, "one slot counts: every interval");
+        for index in 1..3 {
+            watermark.count(ThreadSlot { index, exclusive: true }, 1, total);
+        }
+        for _ in 0..interval - 1 {
+            watermark.count(mine, 1, total);
+        }
+        assert_eq!(countdown(mine), 0, "a check is due at the interval's end");
+        watermark.count(mine, 1, total);
+        assert_eq!(countdown(mine), 3 * interval - 1, "three slots count: every three intervals");
+        let live: i64 = (0..3).map(|s| watermark.slots[s].live.load(Ordering::Relaxed)).sum();
+        assert_eq!(live, i64::from(interval) + 1 + 2, "every count landed");
     }
 
     #[test]
