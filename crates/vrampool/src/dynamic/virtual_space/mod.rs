@@ -332,7 +332,7 @@ impl VirtualSpace {
     /// epochs ([`ChunkMap::end_epochs_at_frees`]), an event ends the epoch now.
     pub(super) fn release_span(&mut self, offset: u64, span: u64, device: &PoolDevice) {
         if self.chunks.release_span(offset, span) && self.chunks.ends_epochs_at_frees() {
-            ReservedCounters::timed(&device.counters.rare.device_time_ns, || self.end_epoch_at_free(device));
+            self.end_epoch_at_free(device);
         }
     }
 
@@ -705,18 +705,22 @@ impl VirtualSpace {
     /// Ends the epoch right after a free that left chunks idle ([`ChunkMap::end_epochs_at_frees`]), on the
     /// pool's one stream, with at most [`MAX_PENDING_EPOCHS`] events outstanding (completed ones are
     /// retired first). A free never fails for this: where no event can be recorded the chunks stay in the
-    /// open epoch, to be waited for if they are needed.
+    /// open epoch, to be waited for if they are needed. The device calls' time counts as the pool's device
+    /// time; a pool of several streams makes none, and reads no clock (its frees from many threads would
+    /// otherwise meet on the shared time counter).
     #[cold]
     fn end_epoch_at_free(&mut self, device: &PoolDevice) {
         let Some(stream) = device.order.only_stream() else { return };
-        if self.chunks.pending_epochs() >= MAX_PENDING_EPOCHS
-            && (self.retire_complete_epochs(device).is_err() || self.chunks.pending_epochs() >= MAX_PENDING_EPOCHS)
-        {
-            return;
-        }
-        if let Ok(event) = device.backend.record_event(stream) {
-            self.chunks.end_epoch(event);
-        }
+        ReservedCounters::timed(&device.counters.rare.device_time_ns, || {
+            if self.chunks.pending_epochs() >= MAX_PENDING_EPOCHS
+                && (self.retire_complete_epochs(device).is_err() || self.chunks.pending_epochs() >= MAX_PENDING_EPOCHS)
+            {
+                return;
+            }
+            if let Ok(event) = device.backend.record_event(stream) {
+                self.chunks.end_epoch(event);
+            }
+        });
     }
 
     /// Waits until `need` idle chunks are safe to move. On one stream, for the event of the oldest epoch
