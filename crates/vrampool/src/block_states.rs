@@ -8,6 +8,13 @@
 //! table half the size of one of whole 32-byte records: where the tables have gone cold between calls (a
 //! program that does other work in between), a free fetches that line from memory less often
 //! (docs/BENCHMARKS.md). A free or allocation through a stack touches both.
+//!
+//! Where several threads use a size class, its blocks are carved by whichever thread needs one and then
+//! kept by that thread, so that neighbouring indices belong to different threads: with four state words to
+//! a cache line, each thread's allocations and frees took the line from the others. Such a set
+//! ([`BlockStates::growable`] asked to spread) gives each state word and
+//! address a cache line of its own, four times the memory of the packed cells. A set one thread uses keeps
+//! them packed: a churn over many blocks then touches a quarter of the lines.
 
 use std::sync::OnceLock;
 
@@ -63,6 +70,42 @@ struct HotRecord {
     addr: AtomicU64,
 }
 
+/// A table of [`HotRecord`]s, one per index, `1 << spacing` cells apart: 0 packs four to a cache line;
+/// [`LINE_SPACING`] gives each a line of its own (the other cells of its line stay unused).
+#[derive(Debug)]
+struct HotTable {
+    cells: Box<[HotRecord]>,
+    spacing: u32,
+}
+
+/// The spacing (log2 of the cells apart) of [`HotTable`] records that gives each a cache line of its own.
+const LINE_SPACING: u32 = (64 / std::mem::size_of::<HotRecord>()).ilog2();
+
+impl HotTable {
+    /// Records for `len` indices, `1 << spacing` cells apart; [`Error::HostOutOfMemory`] when the host has
+    /// no room for them.
+    fn new(len: usize, spacing: u32) -> Result<Self> {
+        let cells = host_table("block state records", len.saturating_mul(1 << spacing), HotRecord::default)?;
+        Ok(HotTable { cells, spacing })
+    }
+
+    /// The record of `index`, if the table has one.
+    #[inline]
+    fn get(&self, index: usize) -> Option<&HotRecord> {
+        self.cells.get(index << self.spacing)
+    }
+
+    /// The indices the table holds.
+    fn len(&self) -> usize {
+        self.cells.len() >> self.spacing
+    }
+
+    /// Every record, by index.
+    fn iter(&self) -> impl Iterator<Item = &HotRecord> {
+        self.cells.iter().step_by(1 << self.spacing)
+    }
+}
+
 /// The part of a block's record that only a free stack touches: the tag of the stream that freed it, and
 /// its successor on the stack.
 #[derive(Debug)]
@@ -100,7 +143,7 @@ impl LiveBlock {
 /// The records of the indices past a set's first part that one added part holds.
 #[derive(Debug)]
 struct Part {
-    hot: Box<[HotRecord]>,
+    hot: HotTable,
     stack: Box<[StackRecord]>,
 }
 
@@ -118,7 +161,7 @@ const MOST_PARTS: usize = 32;
 /// does (one bounds check); one past it, a few instructions more to find its part.
 #[derive(Debug)]
 pub(crate) struct BlockStates {
-    hot: Box<[HotRecord]>,
+    hot: HotTable,
     stack: Box<[StackRecord]>,
     /// log2 of the first part's length, for a growable set.
     first_bits: u32,
@@ -131,11 +174,16 @@ pub(crate) struct BlockStates {
 }
 
 impl BlockStates {
-    /// States for `count` free blocks; [`Error::HostOutOfMemory`] when the host has no room for them.
+    /// States for `count` free blocks, their state words packed four to a cache line;
+    /// [`Error::HostOutOfMemory`] when the host has no room for them.
     pub(crate) fn new(count: u32) -> Result<Self> {
+        Self::with_spacing(count, 0)
+    }
+
+    fn with_spacing(count: u32, spacing: u32) -> Result<Self> {
         let len = count as usize;
         Ok(BlockStates {
-            hot: host_table("block state records", len, HotRecord::default)?,
+            hot: HotTable::new(len, spacing)?,
             stack: host_table("block stack records", len, StackRecord::default)?,
             first_bits: 0,
             most: count,
@@ -145,11 +193,12 @@ impl BlockStates {
     }
 
     /// States for `initial` free blocks (rounded up to a power of two), which grow, as
-    /// [`BlockStates::make_room`] asks, to at most `most`; [`Error::HostOutOfMemory`] when the host has no
-    /// room for the first part.
-    pub(crate) fn growable(initial: u32, most: u32) -> Result<Self> {
+    /// [`BlockStates::make_room`] asks, to at most `most`; where `spread`, each on a cache line of its own
+    /// else packed. [`Error::HostOutOfMemory`] when the host has no room for
+    /// the first part.
+    pub(crate) fn growable(initial: u32, most: u32, spread: bool) -> Result<Self> {
         let first = initial.max(1).min(most.max(1)).checked_next_power_of_two().unwrap_or(1 << 31);
-        let mut states = BlockStates::new(first)?;
+        let mut states = BlockStates::with_spacing(first, if spread { LINE_SPACING } else { 0 })?;
         states.first_bits = first.ilog2();
         states.most = most.max(first);
         states.parts = (0..MOST_PARTS).map(|_| OnceLock::new()).collect();
@@ -179,7 +228,7 @@ impl BlockStates {
         }
         let (part, at) = self.part_of(index);
         let part = self.parts.get(part)?.get()?;
-        Some((&part.hot[at], &part.stack[at]))
+        Some((part.hot.get(at)?, &part.stack[at]))
     }
 
     /// The hot record of block `index`, which the set holds (an index it issued).
@@ -219,12 +268,18 @@ impl BlockStates {
             let start = 1u64 << (self.first_bits + part as u32);
             let len = ((start * 2).min(u64::from(self.most)) - start) as usize;
             let made = Part {
-                hot: host_table("block state records", len, HotRecord::default)?,
+                hot: HotTable::new(len, self.hot.spacing)?,
                 stack: host_table("block stack records", len, StackRecord::default)?,
             };
             let _ = slot.set(made);
         }
         Ok(true)
+    }
+
+    /// Whether each record takes a cache line of its own.
+    #[cfg(test)]
+    pub(crate) fn is_spread(&self) -> bool {
+        self.hot.spacing == LINE_SPACING
     }
 
     /// The most blocks the set may hold records for.
@@ -385,11 +440,46 @@ mod tests {
         assert_eq!(cached_state(FreeTag::freed(3, 1 << 55)), None, "a sequence number past 55 bits does not fit");
     }
 
+    /// A packed set holds four state words to a cache line; a spread one, fixed or growable, gives each
+    /// index's state word a line of its own, in its first part and in the parts it adds, and every index
+    /// reads and writes its own record.
+    #[test]
+    fn a_spread_set_gives_each_state_word_a_line_of_its_own() {
+        let line = |states: &BlockStates, index: u32| std::ptr::from_ref(states.hot(index)) as usize / 64;
+        let apart = |states: &BlockStates, index: u32| {
+            std::ptr::from_ref(states.hot(index + 1)) as usize - std::ptr::from_ref(states.hot(index)) as usize
+        };
+        for packed in [BlockStates::new(8).unwrap(), BlockStates::growable(4, 64, false).unwrap()] {
+            assert!(packed.make_room(6).unwrap());
+            assert_eq!(apart(&packed, 0), 16, "packed records four to a line");
+            assert_eq!(apart(&packed, 5), 16, "in the parts added too");
+        }
+        let growable = BlockStates::growable(4, 64, true).unwrap();
+        assert!(growable.make_room(40).unwrap());
+        for states in [&BlockStates::with_spacing(8, LINE_SPACING).unwrap(), &growable] {
+            let indices: Vec<u32> = (0..8).chain(32..40).filter(|&i| states.records(i).is_some()).collect();
+            let mut lines: Vec<usize> = indices.iter().map(|&i| line(states, i)).collect();
+            lines.sort_unstable();
+            lines.dedup();
+            assert_eq!(lines.len(), indices.len(), "one line per record");
+            for &index in &indices {
+                states.set_addr(index, 0x1000 * u64::from(index + 1));
+                states.mark_live(index, 0, u64::from(index) + 1);
+            }
+            for &index in &indices {
+                assert_eq!(states.addr(index), 0x1000 * u64::from(index + 1));
+            }
+            let mut live: Vec<(u32, u64)> = states.live_blocks().map(|(i, size, _)| (i, size)).collect();
+            live.sort_unstable();
+            assert_eq!(live, indices.iter().map(|&i| (i, u64::from(i) + 1)).collect::<Vec<_>>());
+        }
+    }
+
     /// A growable set holds the records of its first part from the start, adds a part for an index past
     /// them when asked, and has none past its most; live blocks of every part are listed.
     #[test]
     fn a_growable_set_adds_parts_up_to_its_most() {
-        let states = BlockStates::growable(3, 40).unwrap();
+        let states = BlockStates::growable(3, 40, false).unwrap();
         assert_eq!((states.hot.len(), states.most()), (4, 40), "a first part of 4");
         assert_eq!(states.addr(4), 0, "no record before its part is added");
         assert!(states.make_room(4).unwrap() && states.make_room(7).unwrap());

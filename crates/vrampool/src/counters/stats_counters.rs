@@ -147,6 +147,12 @@ impl StatsCounters {
         (self.allocated.load(Ordering::Relaxed) + pending).max(0) as u64
     }
 
+    /// How many thread slots have counted an allocation: about the threads that have used the pool (a
+    /// slot one thread gave back and another took counts once).
+    pub(crate) fn slots_counted(&self) -> usize {
+        self.slots.iter().filter(|counts| counts.allocations.load(Ordering::Relaxed) > 0).count()
+    }
+
     /// Reads every counter.
     pub(crate) fn read(&self) -> CounterReading {
         let mut reading = CounterReading::default();

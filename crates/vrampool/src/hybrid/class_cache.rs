@@ -24,25 +24,30 @@ use crate::stream_order::FreeTag;
 use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
 
 /// The blocks of one size class.
+///
+/// The fields that threads write as they carve, cache and steal blocks (the issued count, the mask of
+/// stacks in use, the heads of the empty stacks) sit on cache lines of their own, apart from those every
+/// request reads (the block size, the records' tables, the stacks' and hot lists' tables): a write by one
+/// thread then takes no line the others' requests of the class read.
 #[derive(Debug)]
 pub(crate) struct ClassCache {
     block_size: u64,
     /// The blocks the class was made for (a learned class's count, or a configured one's).
     capacity: u32,
     /// Indices handed out for a first carve so far; the next such index is this one.
-    issued: AtomicU32,
+    issued: CachePadded<AtomicU32>,
     /// Each block's record: state, free tag, stack link and address.
     states: BlockStates,
     cached: Box<[CachePadded<BlockStack>]>,
     /// Which slots' stacks may hold blocks (a bit per slot), so a thread with an empty stack looks only
     /// where blocks may be.
-    cached_slots: AtomicU64,
+    cached_slots: CachePadded<AtomicU64>,
     /// Per slot, the blocks its holder freed last (a bound number of them).
     hot: HotLists,
     /// Indices below the capacity whose block the region took back, for the next carve.
-    empty: BlockStack,
+    empty: CachePadded<BlockStack>,
     /// Indices at or past the capacity whose block the region took back, for the next carve that may grow.
-    grown_empty: BlockStack,
+    grown_empty: CachePadded<BlockStack>,
 }
 
 impl ClassCache {
@@ -54,23 +59,24 @@ impl ClassCache {
     }
 
     /// A class of blocks of `block_size` bytes made for `capacity` of them, which grows, as its carves
-    /// need, to at most `most` blocks; [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory) when the
-    /// host has no room for the first records.
-    pub(crate) fn growable(block_size: u64, capacity: u32, most: u32) -> Result<Self> {
-        Self::with_states(block_size, capacity, BlockStates::growable(capacity, most)?)
+    /// need, to at most `most` blocks, its records each on a cache line of its own where `spread` (several
+    /// threads use it); [`Error::HostOutOfMemory`](crate::Error::HostOutOfMemory) when the host has no
+    /// room for the first records.
+    pub(crate) fn growable(block_size: u64, capacity: u32, most: u32, spread: bool) -> Result<Self> {
+        Self::with_states(block_size, capacity, BlockStates::growable(capacity, most, spread)?)
     }
 
     fn with_states(block_size: u64, capacity: u32, states: BlockStates) -> Result<Self> {
         Ok(ClassCache {
             block_size,
             capacity,
-            issued: AtomicU32::new(0),
+            issued: CachePadded::new(AtomicU32::new(0)),
             states,
             cached: (0..ALL_SLOTS).map(|_| CachePadded::new(BlockStack::default())).collect(),
-            cached_slots: AtomicU64::new(0),
+            cached_slots: CachePadded::new(AtomicU64::new(0)),
             hot: HotLists::default(),
-            empty: BlockStack::default(),
-            grown_empty: BlockStack::default(),
+            empty: CachePadded::default(),
+            grown_empty: CachePadded::default(),
         })
     }
 
@@ -88,6 +94,12 @@ impl ClassCache {
     #[cfg(test)]
     pub(crate) fn issued(&self) -> u32 {
         self.issued.load(Ordering::Relaxed)
+    }
+
+    /// Whether the class's records take a cache line each.
+    #[cfg(test)]
+    pub(crate) fn records_spread(&self) -> bool {
+        self.states.is_spread()
     }
 
     /// The most blocks the class may hold: its capacity, or for a growable class what it may grow to.
@@ -294,7 +306,7 @@ mod tests {
     /// to grow.
     #[test]
     fn a_growable_class_carves_past_its_capacity_only_when_it_may_grow() {
-        let class = ClassCache::growable(4096, 2, 5).unwrap();
+        let class = ClassCache::growable(4096, 2, 5, false).unwrap();
         assert_eq!((class.capacity(), class.most()), (2, 5));
         assert_eq!(
             (class.take_empty(false), class.take_empty(false), class.take_empty(false)),

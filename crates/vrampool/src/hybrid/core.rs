@@ -80,12 +80,14 @@ impl Core {
     /// smaller than their block, and, from a block already cached, requests at most `cached_waste` smaller
     /// that no class serves within `waste`. A class holds at most as many blocks as fit in `cap` bytes,
     /// the region's cap, however many its spec asks for: no more could ever be carved. Where `grow`, a
-    /// class that has carved its capacity carves more blocks as its requests need, up to that most. An
-    /// error when the host has no room for the blocks' records.
+    /// class that has carved its capacity carves more blocks as its requests need, up to that most, its
+    /// records each on a cache line of its own where `spread` (several threads use the pool). An error when
+    /// the host has no room for the blocks' records.
     pub(crate) fn new(
         specs: &[ClassSpec],
         cap: u64,
         grow: bool,
+        spread: bool,
         waste: WasteBound,
         cached_waste: WasteBound,
     ) -> Result<Self> {
@@ -94,7 +96,7 @@ impl Core {
         let classes: Vec<ClassCache> = specs
             .iter()
             .map(|c| match grow {
-                true => ClassCache::growable(c.block_size, capacity_under(c, cap), most_under(c, cap)),
+                true => ClassCache::growable(c.block_size, capacity_under(c, cap), most_under(c, cap), spread),
                 false => ClassCache::new(c.block_size, capacity_under(c, cap)),
             })
             .collect::<Result<_>>()?;
@@ -233,6 +235,7 @@ mod tests {
             &[ClassSpec { block_size: 4096, block_count: count }],
             u64::MAX,
             false,
+            false,
             fraction(0.125),
             fraction(0.5),
         )
@@ -269,6 +272,7 @@ mod tests {
         let core = Core::new(
             &[ClassSpec { block_size: 1 << 20, block_count: 4 }, ClassSpec { block_size: 4096, block_count: 4 }],
             u64::MAX,
+            false,
             false,
             fraction(0.125),
             fraction(0.5),
@@ -316,7 +320,7 @@ mod tests {
             (sparse_and_small(), floored),
         ] {
             let cached_waste = WasteBound { fraction: 0.5, ..waste };
-            let core = Core::new(&specs, u64::MAX, false, waste, cached_waste).unwrap();
+            let core = Core::new(&specs, u64::MAX, false, false, waste, cached_waste).unwrap();
             let sizes: Vec<u64> = core.classes().iter().map(ClassCache::block_size).collect();
             for span in (256..(sizes.last().unwrap() + 8192)).step_by(256) {
                 let next = sizes.iter().position(|&s| s >= span);

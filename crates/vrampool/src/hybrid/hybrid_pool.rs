@@ -130,7 +130,7 @@ impl HybridPool {
             config,
         };
         if !learn {
-            pool.install(&pool.config.classes, false)?;
+            pool.install(&pool.config.classes, false, false)?;
         }
         Ok(pool)
     }
@@ -200,19 +200,22 @@ impl HybridPool {
             max_block: c.max_class_size.min(MAX_BLOCK_SIZE),
         });
         // The records of learned classes are bounded by the blocks seen live during warm-up; a host out of
-        // memory for them leaves the region serving everything, which is correct, only slower.
-        let _ = self.install(&learned.classes, true);
+        // memory for them leaves the region serving everything, which is correct, only slower. They take a
+        // cache line each where more than one thread allocated during warm-up.
+        let spread = self.counters.slots_counted() > 1;
+        let _ = self.install(&learned.classes, true, spread);
         let _ = self.learned.set(learned.clone());
         learned
     }
 
     /// Installs the core and puts it in front of the region; an error, with nothing changed, when the host
     /// has no memory for the classes' records. Learned classes (`grow`) carve past their capacity as their
-    /// requests need; configured ones hold the count they were given.
-    fn install(&self, classes: &[ClassSpec], grow: bool) -> Result<()> {
+    /// requests need, their records each on a cache line of its own where `spread`; configured ones hold
+    /// the count they were given, their records packed.
+    fn install(&self, classes: &[ClassSpec], grow: bool, spread: bool) -> Result<()> {
         let cap = self.dynamic.growth_policy().cap;
         let (waste, cached_waste) = (self.config.waste_bound(), self.config.cached_waste_bound());
-        let core = Arc::new(Core::new(classes, cap, grow, waste, cached_waste)?);
+        let core = Arc::new(Core::new(classes, cap, grow, spread, waste, cached_waste)?);
         self.dynamic.set_block_cache(core.clone() as Arc<dyn BlockCache>, self.config.drain_before_growth);
         let _ = self.core.set(core);
         Ok(())
@@ -520,6 +523,34 @@ mod tests {
         assert_eq!(fallbacks(&pool), 12);
         for addr in after {
             pool.free(addr).unwrap();
+        }
+    }
+
+    /// Learned classes pack their records where one thread warmed the pool up, and give each a cache line
+    /// of its own where several did.
+    #[test]
+    fn learned_classes_spread_their_records_only_where_threads_warmed_up() {
+        for threads in [1, 3] {
+            let config = HybridConfig::default().warmup_requests(12).deterministic(true);
+            let pool = HybridPool::new(Arc::new(SimDevice::default()), config).unwrap();
+            // All the threads at once: a thread that ended gives its slot to the next.
+            let together = std::sync::Barrier::new(threads);
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| {
+                        together.wait();
+                        for _ in 0..12 / threads {
+                            let a = pool.allocate(4 * KIB, MIN_BLOCK, StreamId::DEFAULT).unwrap();
+                            pool.free(a.addr).unwrap();
+                        }
+                        together.wait();
+                    });
+                }
+            });
+            assert!(pool.learned_classes().is_some(), "learned at the 12th request");
+            let classes = pool.core.get().unwrap().classes();
+            assert!(!classes.is_empty());
+            assert!(classes.iter().all(|c| c.records_spread() == (threads > 1)), "{threads} threads");
         }
     }
 
