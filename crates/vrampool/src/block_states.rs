@@ -12,9 +12,9 @@
 //! Where several threads use a size class, its blocks are carved by whichever thread needs one and then
 //! kept by that thread, so that neighbouring indices belong to different threads: with four state words to
 //! a cache line, each thread's allocations and frees took the line from the others. Such a set
-//! ([`BlockStates::growable`] asked to spread) gives each state word and
-//! address a cache line of its own, four times the memory of the packed cells. A set one thread uses keeps
-//! them packed: a churn over many blocks then touches a quarter of the lines.
+//! ([`BlockStates::growable`] asked to spread) gives each state word and address a cache line of its own,
+//! four times the memory of the packed cells. A set one thread uses keeps them packed: a churn over many
+//! blocks then touches a quarter of the lines.
 
 use std::sync::OnceLock;
 
@@ -193,9 +193,8 @@ impl BlockStates {
     }
 
     /// States for `initial` free blocks (rounded up to a power of two), which grow, as
-    /// [`BlockStates::make_room`] asks, to at most `most`; where `spread`, each on a cache line of its own
-    /// else packed. [`Error::HostOutOfMemory`] when the host has no room for
-    /// the first part.
+    /// [`BlockStates::make_room`] asks, to at most `most`: where `spread`, each on a cache line of its own,
+    /// else packed. [`Error::HostOutOfMemory`] when the host has no room for the first part.
     pub(crate) fn growable(initial: u32, most: u32, spread: bool) -> Result<Self> {
         let first = initial.max(1).min(most.max(1)).checked_next_power_of_two().unwrap_or(1 << 31);
         let mut states = BlockStates::with_spacing(first, if spread { LINE_SPACING } else { 0 })?;
