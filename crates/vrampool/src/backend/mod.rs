@@ -15,6 +15,7 @@ mod driver_clock;
 mod fault_plan;
 mod host_memory;
 mod sim_device;
+mod sim_events;
 
 pub use crate::counters::DeviceCounters;
 pub use cost_model::CostModel;

@@ -1,13 +1,13 @@
 //! A simulated GPU: addresses are arithmetic, no memory is touched, every call is counted and timed by a
 //! cost model, and calls can be made to fail.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::device_ledger::DeviceLedger;
+use super::sim_events::SimEvents;
 use super::{Backend, CostModel, DeviceAddr, DeviceCounters, DriverClock, EventId, FaultPlan};
 use crate::error::{Error, Result};
 use crate::stream::StreamId;
@@ -117,46 +117,9 @@ impl SimDeviceConfig {
     }
 }
 
-/// One recorded event: the stream it was recorded on, whether it was made complete (its stream released, or
-/// the device synchronised), and the clock at which it completes unless its stream is held.
-#[derive(Debug)]
-struct SimEvent {
-    stream: StreamId,
-    complete: bool,
-    completes_at_us: i64,
-}
-
-/// Events as completion flags: an event completes once the clock passes its recording time by the lag, at
-/// once with no lag, and never while its stream is held busy.
-#[derive(Debug, Default)]
-struct SimStreams {
-    next_event: u64,
-    events: HashMap<u64, SimEvent>,
-    held: HashSet<StreamId>,
-    waits: Vec<(StreamId, EventId)>,
-    lag_us: i64,
-    clock_us: i64,
-}
-
-impl SimStreams {
-    /// The recorded event `event`; an error naming `call` when it was never recorded or was released.
-    fn event(&self, call: &'static str, event: EventId) -> Result<&SimEvent> {
-        self.events.get(&event.0).ok_or_else(|| Error::InvalidBackendCall {
-            call,
-            reason: format!("event {} was never recorded or was released", event.0),
-        })
-    }
-
-    /// Whether `event` has completed by now.
-    fn completed(&self, event: &SimEvent) -> bool {
-        event.complete || (!self.held.contains(&event.stream) && self.clock_us >= event.completes_at_us)
-    }
-}
-
 #[derive(Debug)]
 struct SimState {
     ledger: DeviceLedger,
-    streams: SimStreams,
 }
 
 /// A simulated device for tests, replays and capacity planning.
@@ -166,6 +129,10 @@ struct SimState {
 /// ([`SimDevice::counters`]), models the driver time each call would take on an H200 ([`CostModel`]),
 /// models events as completion flags ([`SimDevice::hold_stream`]) and fails calls on demand
 /// ([`SimDevice::set_faults`]).
+///
+/// Memory calls take one lock of the device's state, in the order they come. Event calls take a lock of
+/// their stream's events only (calls on different streams run at once, as a driver's do), and the state's
+/// lock as well while a fault plan is set, so that every call is numbered in one order.
 #[derive(Debug)]
 pub struct SimDevice {
     capacity: u64,
@@ -176,6 +143,9 @@ pub struct SimDevice {
     /// [`NO_TRACE_CLOCK`] before. An atomic of its own, so that keeping it costs a replay no lock.
     trace_clock_us: AtomicI64,
     state: Mutex<SimState>,
+    events: SimEvents,
+    /// Whether a fault plan is set: event calls are then numbered in the state's lock.
+    faults_set: AtomicBool,
 }
 
 /// [`SimDevice`]'s trace clock before a replay sets it.
@@ -190,6 +160,7 @@ impl Default for SimDevice {
 impl SimDevice {
     /// A simulated device with the given setup.
     pub fn new(config: SimDeviceConfig) -> Self {
+        let events = SimEvents::new(i64::try_from(config.gpu_lag_us).unwrap_or(i64::MAX), &config.cost_model);
         let ledger = DeviceLedger::new(
             config.capacity,
             config.granularity,
@@ -203,24 +174,22 @@ impl SimDevice {
             segment_unit: config.segment_unit.max(1),
             lagging: config.gpu_lag_us > 0,
             trace_clock_us: AtomicI64::new(NO_TRACE_CLOCK),
-            state: Mutex::new(SimState {
-                ledger,
-                streams: SimStreams {
-                    lag_us: i64::try_from(config.gpu_lag_us).unwrap_or(i64::MAX),
-                    ..SimStreams::default()
-                },
-            }),
+            state: Mutex::new(SimState { ledger }),
+            events,
+            faults_set: AtomicBool::new(false),
         }
     }
 
     /// What the device has been asked to do so far.
     pub fn counters(&self) -> DeviceCounters {
-        self.state.lock().ledger.counters()
+        let mut counters = self.state.lock().ledger.counters();
+        self.events.add_to(&mut counters);
+        counters
     }
 
     /// The modelled time spent in the driver so far.
     pub fn driver_time(&self) -> Duration {
-        Duration::from_nanos(self.state.lock().ledger.counters().driver_time_ns)
+        Duration::from_nanos(self.counters().driver_time_ns)
     }
 
     /// Device memory in use now (segments plus mapped chunks).
@@ -230,7 +199,18 @@ impl SimDevice {
 
     /// Replaces the fault plan; calls are numbered from 1 again.
     pub fn set_faults(&self, plan: FaultPlan) {
-        self.state.lock().ledger.set_faults(plan);
+        let mut state = self.state.lock();
+        self.faults_set.store(plan != FaultPlan::none(), Ordering::Relaxed);
+        state.ledger.set_faults(plan);
+    }
+
+    /// Numbers an event call among all calls, and fails it where the fault plan says so; nothing to do
+    /// without a plan.
+    fn begin_event_call(&self, call: &'static str) -> Result<()> {
+        if self.faults_set.load(Ordering::Relaxed) {
+            self.state.lock().ledger.begin(call, 0)?;
+        }
+        Ok(())
     }
 
     /// Moves the device's clock to `now_us` (microseconds; it never goes back): with a GPU lag, the events
@@ -242,8 +222,7 @@ impl SimDevice {
             self.trace_clock_us.fetch_max(now_us, Ordering::Relaxed);
         }
         if self.lagging {
-            let mut state = self.state.lock();
-            state.streams.clock_us = state.streams.clock_us.max(now_us);
+            self.events.advance_clock(now_us);
         }
     }
 
@@ -254,30 +233,27 @@ impl SimDevice {
 
     /// Marks `stream` busy: events recorded on it from now on stay incomplete until [`Self::release_stream`].
     pub fn hold_stream(&self, stream: StreamId) {
-        self.state.lock().streams.held.insert(stream);
+        self.events.hold_stream(stream);
     }
 
     /// Lets `stream` run: every event recorded on it completes.
     pub fn release_stream(&self, stream: StreamId) {
-        let mut state = self.state.lock();
-        state.streams.held.remove(&stream);
-        state.streams.events.values_mut().filter(|e| e.stream == stream).for_each(|e| e.complete = true);
+        self.events.release_stream(stream);
     }
 
     /// Every `(stream, event)` a stream was made to wait on, in order.
     pub fn stream_waits(&self) -> Vec<(StreamId, EventId)> {
-        self.state.lock().streams.waits.clone()
+        self.events.stream_waits()
     }
 
     /// The stream an event was recorded on and whether it has completed, while the event is held.
     pub fn event_state(&self, event: EventId) -> Option<(StreamId, bool)> {
-        let state = self.state.lock();
-        state.streams.events.get(&event.0).map(|e| (e.stream, state.streams.completed(e)))
+        self.events.state(event)
     }
 
     /// Events recorded and not yet released.
     pub fn live_events(&self) -> usize {
-        self.state.lock().streams.events.len()
+        self.events.live()
     }
 }
 
@@ -288,7 +264,7 @@ impl Backend for SimDevice {
             // Times before the trace's zero read as zero: the clock only has to move forward.
             now_us => DriverClock::Simulated {
                 now_ns: u64::try_from(now_us).unwrap_or(0).saturating_mul(1000),
-                driver_ns: self.state.lock().ledger.counters().driver_time_ns,
+                driver_ns: self.state.lock().ledger.counters().driver_time_ns.saturating_add(self.events.driver_ns()),
             },
         }
     }
@@ -359,62 +335,27 @@ impl Backend for SimDevice {
     }
 
     fn record_event(&self, stream: StreamId) -> Result<EventId> {
-        let mut state = self.state.lock();
-        let ns = state.ledger.cost().record_event_ns;
-        state.ledger.event_call("record_event", ns)?;
-        state.ledger.count_event_recorded();
-        let streams = &mut state.streams;
-        streams.next_event += 1;
-        let id = streams.next_event;
-        // With no lag the clock is already past `completes_at_us`: the event completes at once unless held.
-        let completes_at_us = streams.clock_us.saturating_add(streams.lag_us);
-        streams.events.insert(id, SimEvent { stream, complete: false, completes_at_us });
-        Ok(EventId(id))
+        self.begin_event_call("record_event")?;
+        Ok(self.events.record(stream))
     }
 
     fn event_complete(&self, event: EventId) -> Result<bool> {
-        let mut state = self.state.lock();
-        let ns = state.ledger.cost().query_event_ns;
-        state.ledger.event_call("event_complete", ns)?;
-        state.ledger.count_event_query();
-        let recorded = state.streams.event("event_complete", event)?;
-        Ok(state.streams.completed(recorded))
+        self.begin_event_call("event_complete")?;
+        self.events.query(event)
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<()> {
-        let mut state = self.state.lock();
-        let ns = state.ledger.cost().wait_event_ns;
-        state.ledger.event_call("stream_wait_event", ns)?;
-        state.streams.event("stream_wait_event", event)?;
-        state.ledger.count_stream_wait();
-        state.streams.waits.push((stream, event));
-        Ok(())
+        self.begin_event_call("stream_wait_event")?;
+        self.events.stream_wait(stream, event)
     }
 
     fn release_event(&self, event: EventId) {
-        self.state.lock().streams.events.remove(&event.0);
+        self.events.release(event);
     }
 
     fn wait_event(&self, event: EventId) -> Result<()> {
-        let mut state = self.state.lock();
-        // The call's own cost, as for a synchronisation of an idle device.
-        let ns = state.ledger.cost().synchronize_ns;
-        state.ledger.event_call("wait_event", ns)?;
-        let streams = &mut state.streams;
-        let waited = streams.event("wait_event", event)?;
-        let (stream, completes_at_us) = (waited.stream, waited.completes_at_us);
-        let blocked_us = if streams.completed(waited) { 0 } else { (completes_at_us - streams.clock_us).max(0) };
-        // The host waits until the stream has run up to the event, a held stream's long work included; the
-        // stream's later work still runs.
-        streams.held.remove(&stream);
-        for e in streams.events.values_mut() {
-            if e.stream == stream && e.completes_at_us <= completes_at_us {
-                e.complete = true;
-            }
-        }
-        state.ledger.count_event_wait();
-        state.ledger.count_host_blocked((blocked_us as u64).saturating_mul(1000));
-        Ok(())
+        self.begin_event_call("wait_event")?;
+        self.events.host_wait(event)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -423,11 +364,10 @@ impl Backend for SimDevice {
         state.ledger.event_call("synchronize", ns)?;
         state.ledger.count_synchronization();
         // The host waits for the work queued last, the lag behind it.
-        let blocked_ns = (state.streams.lag_us.max(0) as u64).saturating_mul(1000);
+        let blocked_ns = (self.events.lag_us().max(0) as u64).saturating_mul(1000);
         state.ledger.count_host_blocked(blocked_ns);
         // A synchronisation waits for everything, held streams included.
-        state.streams.held.clear();
-        state.streams.events.values_mut().for_each(|e| e.complete = true);
+        self.events.complete_all();
         Ok(())
     }
 }
