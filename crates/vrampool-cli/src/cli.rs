@@ -151,15 +151,16 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Print a JSON array instead of a table: `{strategy, pattern, ns_per_op}`, or with `--threads`
-    /// `{strategy, threads, ops_per_second, vs_one_thread, region_share, events_per_1000, shards,
-    /// peak_reserved_bytes, peak_live_bytes}`.
+    /// `{strategy, threads, ops_per_second, rounds_ops_per_second, vs_one_thread, region_share, events_per_1000,
+    /// shards, peak_reserved_bytes, peak_live_bytes}` (the median of three rounds, and each round's).
     #[arg(long)]
     pub json: bool,
     /// About how long to run, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
     /// Time, instead of one thread's latency, the throughput of a churn that 1, 2, 4, ... up to N threads run
-    /// on one pool at once, each on a stream of its own and freeing some blocks the others made (1 to 1024).
+    /// on one pool at once, each on a stream of its own and freeing some blocks the others made (1 to 1024);
+    /// three rounds of every thread count, taking turns, the median reported.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }

@@ -107,12 +107,21 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
 /// blocks (and bytes) as the one-thread churn's 1000 live blocks, twice over.
 const LIVE_PER_THREAD: usize = 125;
 
-/// One thread count of one pool, with `--threads`: its throughput, and what the pool did meanwhile.
-#[derive(Debug, Serialize)]
+/// Rounds of every thread count with `--threads`, taking turns, so that a slow spell of the machine falls on
+/// one round of each count rather than on one count: the median round is reported.
+const THREAD_ROUNDS: usize = 3;
+
+/// One thread count of one pool, with `--threads`: its median throughput over the rounds, and what the pool
+/// did meanwhile in that round.
+#[derive(Clone, Debug, Serialize)]
 struct Scaling {
     strategy: String,
     threads: usize,
+    /// The median over the rounds.
     ops_per_second: f64,
+    /// Each round's, in the order they ran.
+    rounds_ops_per_second: Vec<f64>,
+    /// The median over the rounds against the median of one thread's rounds.
     vs_one_thread: f64,
     /// The share of the timed allocations that the dynamic pool or region served (the hybrid's requests no
     /// class served from a cached block or a new one; the fixed pool's fallbacks).
@@ -135,42 +144,63 @@ fn thread_counts(most: usize) -> Vec<usize> {
     counts
 }
 
+/// One round of the churn on `threads` threads of a new pool of strategy `name`, warmed by a short run first.
+fn thread_round(name: &str, threads: usize, per_measurement: Duration) -> Result<Scaling> {
+    let pool = ThreadsPool::new(name)?;
+    shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
+    let before = pool.pool().stats();
+    let result = shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
+    let after = pool.pool().stats();
+    let allocations = (after.allocations - before.allocations).max(1) as f64;
+    let in_region = match pool {
+        ThreadsPool::Dynamic(_) => allocations,
+        _ => (after.fallbacks - before.fallbacks) as f64,
+    };
+    Ok(Scaling {
+        strategy: name.into(),
+        threads,
+        ops_per_second: result.ops_per_second,
+        rounds_ops_per_second: Vec::new(),
+        vs_one_thread: 1.0,
+        region_share: in_region / allocations,
+        events_per_1000: 1000.0 * (after.events_recorded - before.events_recorded) as f64 / allocations,
+        shards: pool.shards(),
+        peak_reserved_bytes: after.reserved_bytes.peak,
+        peak_live_bytes: after.allocated_bytes.peak,
+    })
+}
+
+/// The round of median throughput among `rounds` (not empty), with every round's throughput.
+fn median_round(mut rounds: Vec<Scaling>) -> Scaling {
+    let all: Vec<f64> = rounds.iter().map(|r| r.ops_per_second).collect();
+    rounds.sort_by(|a, b| a.ops_per_second.total_cmp(&b.ops_per_second));
+    let mut median = rounds.swap_remove(rounds.len() / 2);
+    median.rounds_ops_per_second = all;
+    median
+}
+
 /// Times the churn on 1, 2, 4, ... up to `most` threads at once on each strategy and the default
 /// ([`vrampool_bench::shared_churn_throughput`]: each thread on a stream of its own, `LIVE_PER_THREAD` live
-/// blocks of 256 B to 8 MiB, one free in eight done by the next thread), and prints operations per second
-/// and the ratio to one thread. Each pool is new for each thread count, and warmed by a short run first.
+/// blocks of 256 B to 8 MiB, one free in eight done by the next thread), [`THREAD_ROUNDS`] rounds of every
+/// thread count taking turns, and prints the median operations per second and its ratio to one thread's.
+/// Each round's pool is new, and warmed by a short run first.
 fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
     let counts = thread_counts(most);
     let names = ["fixed", "dynamic", "hybrid", "adaptive"];
-    let per_measurement = Duration::from_secs_f64((args.seconds * 0.8 / (names.len() * counts.len()) as f64).max(0.02));
+    let measurements = names.len() * counts.len() * THREAD_ROUNDS;
+    let per_measurement = Duration::from_secs_f64((args.seconds * 0.8 / measurements as f64).max(0.02));
     let mut results: Vec<Scaling> = Vec::new();
     for name in names {
-        let mut one = None;
-        for &threads in &counts {
-            let pool = ThreadsPool::new(name)?;
-            shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
-            let before = pool.pool().stats();
-            let result = shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
-            let after = pool.pool().stats();
-            let one = *one.get_or_insert(result.ops_per_second);
-            let allocations = (after.allocations - before.allocations).max(1) as f64;
-            let in_region = match pool {
-                ThreadsPool::Dynamic(_) => allocations,
-                _ => (after.fallbacks - before.fallbacks) as f64,
-            };
-            results.push(Scaling {
-                strategy: name.into(),
-                threads,
-                ops_per_second: result.ops_per_second,
-                vs_one_thread: result.ops_per_second / one,
-                region_share: in_region / allocations,
-                events_per_1000: 1000.0 * (after.events_recorded - before.events_recorded) as f64 / allocations,
-                shards: pool.shards(),
-                peak_reserved_bytes: after.reserved_bytes.peak,
-                peak_live_bytes: after.allocated_bytes.peak,
-            });
+        let mut rounds: Vec<Vec<Scaling>> = vec![Vec::new(); counts.len()];
+        for _ in 0..THREAD_ROUNDS {
+            for (i, &threads) in counts.iter().enumerate() {
+                rounds[i].push(thread_round(name, threads, per_measurement)?);
+            }
         }
+        let medians: Vec<Scaling> = rounds.into_iter().map(median_round).collect();
+        let one = medians[0].ops_per_second;
+        results.extend(medians.into_iter().map(|m| Scaling { vs_one_thread: m.ops_per_second / one, ..m }));
     }
     if args.json {
         outln!(out, "{}", serde_json::to_string_pretty(&results).expect("plain data"))?;
@@ -180,6 +210,7 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
         "strategy",
         "threads",
         "M ops/s",
+        "rounds",
         "vs 1 thread",
         "in region",
         "events/1k",
@@ -192,6 +223,7 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
             r.strategy.clone(),
             r.threads.to_string(),
             format!("{:.2}", r.ops_per_second / 1e6),
+            r.rounds_ops_per_second.iter().map(|ops| format!("{:.1}", ops / 1e6)).collect::<Vec<_>>().join(" "),
             format!("{:.2}x", r.vs_one_thread),
             format!("{:.1}%", 100.0 * r.region_share),
             format!("{:.1}", r.events_per_1000),
@@ -205,10 +237,11 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
         out,
         "a churn on each thread at once, each on a stream of its own ({LIVE_PER_THREAD} live blocks of 256 B to 8 \
          MiB, one free in {HANDOFF_EVERY} done by the next thread); operations (allocations and frees) per second \
-         of all threads together; in region: the share of allocations the dynamic pool or region served (the \
+         of all threads together, the median of {THREAD_ROUNDS} rounds of every thread count taking turns (rounds: \
+         each round's, in order), against one thread's median; in region: the share of allocations the dynamic pool or region served (the \
          fixed pool's: its fallbacks); events/1k: events recorded to reuse a block on another stream, per 1,000 \
          allocations; shards: the dynamic pool's or region's shards open; peak live and reserved: the most bytes \
-         live and reserved at once over the warm-up and the timed run; {} CPUs; simulated device; {:.1} s",
+         live and reserved at once over the warm-up and the timed run (these four of the median round); {} CPUs; simulated device; {:.1} s",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         started.elapsed().as_secs_f64()
     )?;
@@ -293,5 +326,12 @@ mod tests {
         let dynamic = rows.iter().find(|r| r["strategy"] == "dynamic").unwrap();
         assert_eq!(dynamic["region_share"], 1.0, "the dynamic pool serves every request itself");
         assert!(rows.iter().filter(|r| r["threads"] == 1).all(|r| r["vs_one_thread"] == 1.0));
+        for row in &rows {
+            let rounds: Vec<f64> =
+                row["rounds_ops_per_second"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!(rounds.len(), THREAD_ROUNDS, "{row}");
+            let below = rounds.iter().filter(|&&ops| ops < row["ops_per_second"].as_f64().unwrap()).count();
+            assert_eq!(below, THREAD_ROUNDS / 2, "the median round is reported: {row}");
+        }
     }
 }
