@@ -95,26 +95,37 @@ pub(crate) struct OrderCounters {
 /// freeing stream's lock and makes at most one event query, one record and one stream wait.
 #[derive(Debug)]
 pub(crate) struct StreamOrder {
-    streams: [AtomicU64; MAX_STREAMS],
-    count: AtomicUsize,
+    /// The streams seen, read by every allocation and free: on lines of their own, which only a stream's
+    /// registration writes.
+    seen: CachePadded<SeenStreams>,
     /// Per stream, the sequence number the next event recorded on it takes, which the frees on it read.
     seqs: [CachePadded<FreeSequence>; MAX_STREAMS],
     /// Per stream, its events not yet seen complete.
     events: [CachePadded<Mutex<StreamEvents>>; MAX_STREAMS],
     /// Held while a stream is registered.
     registering: Mutex<()>,
-    pub(crate) counters: OrderCounters,
+    /// Written by the threads that record events: apart from the streams seen.
+    pub(crate) counters: CachePadded<OrderCounters>,
+}
+
+/// The streams a pool has seen, in the order it saw them: `streams[..count]`.
+#[derive(Debug)]
+struct SeenStreams {
+    streams: [AtomicU64; MAX_STREAMS],
+    count: AtomicUsize,
 }
 
 impl Default for StreamOrder {
     fn default() -> Self {
         StreamOrder {
-            streams: std::array::from_fn(|_| AtomicU64::new(0)),
-            count: AtomicUsize::new(0),
+            seen: CachePadded::new(SeenStreams {
+                streams: std::array::from_fn(|_| AtomicU64::new(0)),
+                count: AtomicUsize::new(0),
+            }),
             seqs: std::array::from_fn(|_| CachePadded::default()),
             events: std::array::from_fn(|_| CachePadded::new(Mutex::new(StreamEvents::default()))),
             registering: Mutex::new(()),
-            counters: OrderCounters::default(),
+            counters: CachePadded::default(),
         }
     }
 }
@@ -123,13 +134,13 @@ impl StreamOrder {
     /// The index of `stream`, registering it on first sight.
     #[inline]
     pub(crate) fn index_of(&self, stream: StreamId) -> usize {
-        let count = self.count.load(Ordering::Acquire);
+        let count = self.seen.count.load(Ordering::Acquire);
         // The common case: the first stream the pool saw.
-        if count > 0 && self.streams[0].load(Ordering::Relaxed) == stream.0 {
+        if count > 0 && self.seen.streams[0].load(Ordering::Relaxed) == stream.0 {
             return 0;
         }
         for index in 1..count.min(OVERFLOW) {
-            if self.streams[index].load(Ordering::Relaxed) == stream.0 {
+            if self.seen.streams[index].load(Ordering::Relaxed) == stream.0 {
                 return index;
             }
         }
@@ -139,19 +150,19 @@ impl StreamOrder {
     #[cold]
     fn register(&self, stream: StreamId) -> usize {
         let _guard = self.registering.lock();
-        let count = self.count.load(Ordering::Acquire);
+        let count = self.seen.count.load(Ordering::Acquire);
         for index in 0..count.min(OVERFLOW) {
-            if self.streams[index].load(Ordering::Relaxed) == stream.0 {
+            if self.seen.streams[index].load(Ordering::Relaxed) == stream.0 {
                 return index;
             }
         }
         if count >= OVERFLOW {
-            self.streams[OVERFLOW].store(stream.0, Ordering::Relaxed);
-            self.count.store(MAX_STREAMS, Ordering::Release);
+            self.seen.streams[OVERFLOW].store(stream.0, Ordering::Relaxed);
+            self.seen.count.store(MAX_STREAMS, Ordering::Release);
             return OVERFLOW;
         }
-        self.streams[count].store(stream.0, Ordering::Relaxed);
-        self.count.store(count + 1, Ordering::Release);
+        self.seen.streams[count].store(stream.0, Ordering::Relaxed);
+        self.seen.count.store(count + 1, Ordering::Release);
         count
     }
 
@@ -162,18 +173,18 @@ impl StreamOrder {
 
     /// The stream registered at `index`.
     fn stream_at(&self, index: usize) -> StreamId {
-        StreamId(self.streams[index].load(Ordering::Relaxed))
+        StreamId(self.seen.streams[index].load(Ordering::Relaxed))
     }
 
     /// The one stream the pool has seen, if it has seen exactly one.
     pub(crate) fn only_stream(&self) -> Option<StreamId> {
-        (self.count.load(Ordering::Acquire) == 1).then(|| self.stream_at(0))
+        (self.seen.count.load(Ordering::Acquire) == 1).then(|| self.stream_at(0))
     }
 
     /// Whether the pool has seen more than one stream.
     #[inline]
     pub(crate) fn is_multi_stream(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 1
+        self.seen.count.load(Ordering::Acquire) > 1
     }
 
     /// The tag for memory freed now on the stream with `index`. Records nothing: the first reuse on another
