@@ -15,7 +15,7 @@ use crossbeam_utils::CachePadded;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_in};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_after, slots_in};
 
 /// Blocks a slot's list names at most.
 pub(crate) const HOT_BLOCKS: usize = 8;
@@ -118,7 +118,8 @@ impl HotLists {
         stream_index: usize,
         size: u64,
     ) -> Option<(u32, FreeTag)> {
-        self.used_lists(1 << slot).find_map(|list| {
+        let others = self.used.load(Ordering::Acquire) & !(1 << slot);
+        slots_after(others, slot).map(|other| &*self.lists[other]).find_map(|list| {
             list.entries().find_map(|index| states.claim_cached(index, stream_index, size).map(|tag| (index, tag)))
         })
     }

@@ -111,6 +111,13 @@ pub(crate) fn slots_in(mask: u64) -> impl Iterator<Item = usize> {
     })
 }
 
+/// The slots whose bits are set in `mask`, from the one after `slot` on, wrapping around: threads that look
+/// through the others' slots each start at the next one, not all at the lowest.
+pub(crate) fn slots_after(mask: u64, slot: usize) -> impl Iterator<Item = usize> {
+    let shift = (slot + 1) % u64::BITS as usize;
+    slots_in(mask.rotate_right(shift as u32)).map(move |rotated| (rotated + shift) % u64::BITS as usize)
+}
+
 /// The calling thread's slot.
 #[inline]
 pub(crate) fn current() -> ThreadSlot {
@@ -131,6 +138,16 @@ mod tests {
         assert_eq!(slots_in(0).count(), 0);
         assert_eq!(slots_in(0b1010_0001).collect::<Vec<_>>(), [0, 5, 7]);
         assert_eq!(slots_in(1 << SHARED_SLOT).collect::<Vec<_>>(), [SHARED_SLOT]);
+    }
+
+    #[test]
+    fn slots_after_one_start_at_the_next_and_wrap_around() {
+        let mask = 0b1010_0101;
+        assert_eq!(slots_after(mask, 2).collect::<Vec<_>>(), [5, 7, 0, 2]);
+        assert_eq!(slots_after(mask, 7).collect::<Vec<_>>(), [0, 2, 5, 7]);
+        assert_eq!(slots_after(mask, 63).collect::<Vec<_>>(), [0, 2, 5, 7]);
+        assert_eq!(slots_after(1 << 63 | 1, 0).collect::<Vec<_>>(), [63, 0]);
+        assert_eq!(slots_after(0, 5).count(), 0);
     }
 
     #[test]
