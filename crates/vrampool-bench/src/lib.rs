@@ -21,5 +21,5 @@ pub use median::median_ns_per_op;
 pub use offset_reference::OffsetReference;
 pub use pattern::{Pattern, log_uniform};
 pub use pool_runner::{PoolChurn, run_pair, run_pool};
-pub use shared_churn::{HANDOFF_EVERY, MAILBOX_MOST, shared_churn_throughput};
+pub use shared_churn::{HANDOFF_EVERY, MAILBOX_MOST, churn_on_pools, shared_churn_throughput};
 pub use thread_scaling::{ThreadScaling, thread_throughput};

@@ -38,10 +38,32 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
     max_size: u64,
     duration: Duration,
 ) -> ThreadScaling {
+    churn_on_pools(&[pool], threads, live, max_size, duration)
+}
+
+/// [`shared_churn_throughput`] with thread `t` allocating from `pools[t % pools.len()]`: with a pool per
+/// thread, the same churn and the same blocks handed over (each freed into the pool it came from) with
+/// nothing of a pool shared between the threads that allocate from it, the ceiling a shared pool is
+/// measured against.
+///
+/// # Panics
+/// Where `pools` is empty, or a pool refuses an allocation or a free of the churn.
+pub fn churn_on_pools<P: Pool + ?Sized>(
+    pools: &[&P],
+    threads: usize,
+    live: usize,
+    max_size: u64,
+    duration: Duration,
+) -> ThreadScaling {
+    assert!(!pools.is_empty(), "a churn needs a pool");
     let threads = threads.max(1);
-    let mailboxes: Vec<Mutex<Vec<u64>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+    // Blocks handed over, with the index of the pool each came from.
+    let mailboxes: Vec<Mutex<Vec<(usize, u64)>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+    let free = |(pool, addr): (usize, u64)| pools[pool].free(addr).expect("a handed block frees");
     let (ops, longest) = on_threads(threads, |t, barrier| {
         let stream = StreamId(t as u64 + 1);
+        let home = t % pools.len();
+        let pool = pools[home];
         let sequence = ChurnSequence::new(live, 256, max_size, t as u64 + 1);
         let allocate = |size: u64| pool.allocate(size, DEFAULT_ALIGNMENT, stream).expect("the pool holds the churn");
         let mut blocks: Vec<u64> = sequence.initial.iter().map(|&size| allocate(size).addr).collect();
@@ -55,7 +77,7 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
             for _ in 0..CHUNK {
                 let (victim, size) = sequence.steps[step % sequence.steps.len()];
                 if step % HANDOFF_EVERY == 0 {
-                    handed.push(blocks[victim]);
+                    handed.push((home, blocks[victim]));
                 } else {
                     pool.free(blocks[victim]).expect("a live block frees");
                     ops += 1;
@@ -71,13 +93,13 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
                 }
             }
             // Where the next thread's mailbox was full, the blocks are still here.
-            for addr in handed.drain(..) {
-                pool.free(addr).expect("a live block frees");
+            for block in handed.drain(..) {
+                free(block);
                 ops += 1;
             }
             let mine = std::mem::take(&mut *mailboxes[t].lock().expect("a mailbox"));
-            for addr in mine {
-                pool.free(addr).expect("a handed block frees");
+            for block in mine {
+                free(block);
                 ops += 1;
             }
         }
@@ -88,9 +110,7 @@ pub fn shared_churn_throughput<P: Pool + ?Sized>(
         (ops, took)
     });
     for mailbox in &mailboxes {
-        for addr in std::mem::take(&mut *mailbox.lock().expect("a mailbox")) {
-            pool.free(addr).expect("a handed block frees");
-        }
+        std::mem::take(&mut *mailbox.lock().expect("a mailbox")).into_iter().for_each(free);
     }
     ThreadScaling { threads, ops_per_second: ops as f64 / longest.unwrap_or(duration).as_secs_f64() }
 }
@@ -113,5 +133,21 @@ mod tests {
             assert_eq!(pool.stats().allocated_bytes.current, 0, "{threads} threads left blocks live");
         }
         assert!(pool.stats().allocations > 3 * 50, "{:?}", pool.stats());
+    }
+
+    #[test]
+    fn with_a_pool_per_thread_each_handed_block_goes_back_to_its_own_pool() {
+        let pools: Vec<AdaptivePool> = (0..3)
+            .map(|_| AdaptivePool::new(Arc::new(SimDevice::default()), AdaptiveConfig::default()).unwrap())
+            .collect();
+        let refs: Vec<&AdaptivePool> = pools.iter().collect();
+        let result = churn_on_pools(&refs, 3, 50, 1 << 20, Duration::from_millis(30));
+        assert!(result.ops_per_second > 0.0);
+        for pool in &pools {
+            let stats = pool.stats();
+            assert!(stats.allocations > 50, "each thread allocated from its own pool: {stats:?}");
+            assert_eq!(stats.allocated_bytes.current, 0, "every block went back to its pool");
+            assert_eq!(stats.frees, stats.allocations, "{stats:?}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use vrampool::{
     Pool, SimDevice,
 };
 use vrampool_bench::{
-    ChurnSequence, HANDOFF_EVERY, OffsetReference, Pattern, PoolChurn, run_pair, run_pool, shared_churn_throughput,
+    ChurnSequence, HANDOFF_EVERY, OffsetReference, Pattern, PoolChurn, churn_on_pools, run_pair, run_pool,
 };
 
 use crate::cli::BenchArgs;
@@ -144,13 +144,15 @@ fn thread_counts(most: usize) -> Vec<usize> {
     counts
 }
 
-/// One round of the churn on `threads` threads of a new pool of strategy `name`, warmed by a short run first.
+/// One round of the churn on `threads` threads of a new pool of strategy `name` (a new pool per thread for
+/// [`APART`]), warmed by a short run first.
 fn thread_round(name: &str, threads: usize, per_measurement: Duration) -> Result<Scaling> {
-    let pool = ThreadsPool::new(name)?;
-    shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
-    let before = pool.pool().stats();
-    let result = shared_churn_throughput(pool.pool(), threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
-    let after = pool.pool().stats();
+    let pool = ThreadsPool::new(name, threads)?;
+    let pools = pool.pools();
+    churn_on_pools(&pools, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement / 4);
+    let before = pool.stats();
+    let result = churn_on_pools(&pools, threads, LIVE_PER_THREAD, 8 * MIB, per_measurement);
+    let after = pool.stats();
     let allocations = (after.allocations - before.allocations).max(1) as f64;
     let in_region = match pool {
         ThreadsPool::Dynamic(_) => allocations,
@@ -165,8 +167,8 @@ fn thread_round(name: &str, threads: usize, per_measurement: Duration) -> Result
         region_share: in_region / allocations,
         events_per_1000: 1000.0 * (after.events_recorded - before.events_recorded) as f64 / allocations,
         shards: pool.shards(),
-        peak_reserved_bytes: after.reserved_bytes.peak,
-        peak_live_bytes: after.allocated_bytes.peak,
+        peak_reserved_bytes: after.peak_reserved_bytes,
+        peak_live_bytes: after.peak_live_bytes,
     })
 }
 
@@ -187,7 +189,7 @@ fn median_round(mut rounds: Vec<Scaling>) -> Scaling {
 fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
     let counts = thread_counts(most);
-    let names = ["fixed", "dynamic", "hybrid", "adaptive"];
+    let names = ["fixed", "dynamic", "hybrid", "adaptive", APART];
     let measurements = names.len() * counts.len() * THREAD_ROUNDS;
     let per_measurement = Duration::from_secs_f64((args.seconds * 0.8 / measurements as f64).max(0.02));
     let mut results: Vec<Scaling> = Vec::new();
@@ -241,12 +243,19 @@ fn run_threads(args: &BenchArgs, most: usize, out: &mut dyn Write) -> Result<()>
          each round's, in order), against one thread's median; in region: the share of allocations the dynamic pool or region served (the \
          fixed pool's: its fallbacks); events/1k: events recorded to reuse a block on another stream, per 1,000 \
          allocations; shards: the dynamic pool's or region's shards open; peak live and reserved: the most bytes \
-         live and reserved at once over the warm-up and the timed run (these four of the median round); {} CPUs; simulated device; {:.1} s",
+         live and reserved at once over the warm-up and the timed run (these four of the median round); {APART}: the \
+         hybrid with a pool per thread, each handed block freed into its own pool, nothing of a pool shared \
+         between the threads that allocate from it (its peaks: the sum of the pools'); {} CPUs; simulated device; {:.1} s",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         started.elapsed().as_secs_f64()
     )?;
     Ok(())
 }
+
+/// The row of the hybrid pool with a pool per thread: the same churn with nothing of a pool shared between
+/// the threads that allocate from it (the blocks handed over are freed into their own pool), what the
+/// machine gives where nothing is shared.
+const APART: &str = "hybrid, a pool per thread";
 
 /// A pool of the churn on several threads, of its own type, so that its shards can be read.
 enum ThreadsPool {
@@ -254,41 +263,73 @@ enum ThreadsPool {
     Dynamic(DynamicPool),
     Hybrid(HybridPool),
     Adaptive(AdaptivePool),
+    /// A hybrid pool per thread.
+    Apart(Vec<HybridPool>),
+}
+
+/// What the churn's pools did, summed over them.
+#[derive(Clone, Copy, Debug, Default)]
+struct ChurnCounts {
+    allocations: u64,
+    fallbacks: u64,
+    events_recorded: u64,
+    /// The sum of the pools' peaks (each pool's own, not necessarily at once).
+    peak_reserved_bytes: u64,
+    peak_live_bytes: u64,
 }
 
 impl ThreadsPool {
-    /// A new pool of strategy `name` on a simulated H200: the fixed pool's blocks of 8 MiB hold every size;
-    /// the others as configured by default.
-    fn new(name: &str) -> Result<Self> {
-        let sim = Arc::new(SimDevice::default());
+    /// A new pool of strategy `name` on a simulated H200 (for [`APART`], one for each of `threads` threads,
+    /// each on a simulated device of its own): the fixed pool's blocks of 8 MiB hold every size; the others
+    /// as configured by default.
+    fn new(name: &str, threads: usize) -> Result<Self> {
+        let sim = || Arc::new(SimDevice::default());
         Ok(match name {
             "fixed" => {
                 let config = FixedConfig::default().block_size(8 * MIB).block_count(4096);
-                ThreadsPool::Fixed(Box::new(FixedPool::new(sim, config)?))
+                ThreadsPool::Fixed(Box::new(FixedPool::new(sim(), config)?))
             }
-            "dynamic" => ThreadsPool::Dynamic(DynamicPool::new(sim, DynamicConfig::default())?),
-            "hybrid" => ThreadsPool::Hybrid(HybridPool::new(sim, HybridConfig::default())?),
-            _ => ThreadsPool::Adaptive(AdaptivePool::new(sim, AdaptiveConfig::default())?),
+            "dynamic" => ThreadsPool::Dynamic(DynamicPool::new(sim(), DynamicConfig::default())?),
+            "hybrid" => ThreadsPool::Hybrid(HybridPool::new(sim(), HybridConfig::default())?),
+            APART => ThreadsPool::Apart(
+                (0..threads.max(1))
+                    .map(|_| HybridPool::new(sim(), HybridConfig::default()))
+                    .collect::<vrampool::Result<_>>()?,
+            ),
+            _ => ThreadsPool::Adaptive(AdaptivePool::new(sim(), AdaptiveConfig::default())?),
         })
     }
 
-    /// The pool.
-    fn pool(&self) -> &dyn Pool {
+    /// The pools, thread `t` allocating from the pool `t` modulo their number.
+    fn pools(&self) -> Vec<&dyn Pool> {
         match self {
-            ThreadsPool::Fixed(pool) => &**pool,
-            ThreadsPool::Dynamic(pool) => pool,
-            ThreadsPool::Hybrid(pool) => pool,
-            ThreadsPool::Adaptive(pool) => pool,
+            ThreadsPool::Fixed(pool) => vec![&**pool],
+            ThreadsPool::Dynamic(pool) => vec![pool],
+            ThreadsPool::Hybrid(pool) => vec![pool],
+            ThreadsPool::Adaptive(pool) => vec![pool],
+            ThreadsPool::Apart(pools) => pools.iter().map(|pool| pool as &dyn Pool).collect(),
         }
     }
 
-    /// The dynamic pool's or region's shards open now; `None` for the fixed pool.
+    /// What the pools did so far, summed.
+    fn stats(&self) -> ChurnCounts {
+        self.pools().iter().map(|pool| pool.stats()).fold(ChurnCounts::default(), |sum, stats| ChurnCounts {
+            allocations: sum.allocations + stats.allocations,
+            fallbacks: sum.fallbacks + stats.fallbacks,
+            events_recorded: sum.events_recorded + stats.events_recorded,
+            peak_reserved_bytes: sum.peak_reserved_bytes + stats.reserved_bytes.peak,
+            peak_live_bytes: sum.peak_live_bytes + stats.allocated_bytes.peak,
+        })
+    }
+
+    /// The dynamic pool's or region's shards open now (summed over the pools); `None` for the fixed pool.
     fn shards(&self) -> Option<usize> {
         match self {
             ThreadsPool::Fixed(_) => None,
             ThreadsPool::Dynamic(pool) => Some(pool.shards_open()),
             ThreadsPool::Hybrid(pool) => Some(pool.dynamic_region().shards_open()),
             ThreadsPool::Adaptive(pool) => Some(pool.hybrid().dynamic_region().shards_open()),
+            ThreadsPool::Apart(pools) => Some(pools.iter().map(|pool| pool.dynamic_region().shards_open()).sum()),
         }
     }
 }
@@ -310,7 +351,7 @@ mod tests {
         let mut out = Vec::new();
         run(&args, &mut out).unwrap();
         let rows: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap();
-        assert_eq!(rows.len(), 4 * 3, "{rows:?}");
+        assert_eq!(rows.len(), 5 * 3, "{rows:?}");
         for row in &rows {
             assert!(row["ops_per_second"].as_f64().unwrap() > 0.0, "{row}");
             assert!((0.0..=1.0).contains(&row["region_share"].as_f64().unwrap()), "{row}");
@@ -323,6 +364,9 @@ mod tests {
                 _ => assert!(row["shards"].as_u64().unwrap() >= 1, "{row}"),
             }
         }
+        let apart: Vec<_> = rows.iter().filter(|r| r["strategy"] == APART).collect();
+        assert_eq!(apart.iter().map(|r| r["shards"].as_u64().unwrap()).collect::<Vec<_>>()[0], 1, "one pool");
+        assert!(apart[2]["shards"].as_u64().unwrap() >= 3, "a pool, and a region, per thread: {:?}", apart[2]);
         let dynamic = rows.iter().find(|r| r["strategy"] == "dynamic").unwrap();
         assert_eq!(dynamic["region_share"], 1.0, "the dynamic pool serves every request itself");
         assert!(rows.iter().filter(|r| r["threads"] == 1).all(|r| r["vs_one_thread"] == 1.0));
