@@ -2,10 +2,10 @@
 //! record and query events without waiting for each other or for the device's memory calls.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{CostModel, DeviceCounters, EventId};
 use crate::error::{Error, Result};
@@ -32,7 +32,6 @@ struct EventCounts {
     stream_waits: u64,
     event_waits: u64,
     host_blocked_ns: u64,
-    driver_ns: u64,
 }
 
 /// The events of the streams that hash to one shard, those streams' hold marks, and the calls made on them.
@@ -44,6 +43,29 @@ struct EventShard {
     events: HashMap<u64, SimEvent>,
     held: HashSet<StreamId>,
     counts: EventCounts,
+}
+
+/// A shard behind its lock, and the driver time of its calls, which a reading of the device's clock sums
+/// over the shards without taking their locks.
+#[derive(Debug, Default)]
+struct ShardCell {
+    shard: Mutex<EventShard>,
+    driver_ns: AtomicU64,
+}
+
+impl ShardCell {
+    fn lock(&self) -> MutexGuard<'_, EventShard> {
+        self.shard.lock()
+    }
+
+    /// Counts `ns` of driver time for a call on this shard.
+    fn charge(&self, ns: u64) {
+        self.driver_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    fn driver_ns(&self) -> u64 {
+        self.driver_ns.load(Ordering::Relaxed)
+    }
 }
 
 impl EventShard {
@@ -77,7 +99,7 @@ pub(super) struct SimEvents {
     query_ns: u64,
     stream_wait_ns: u64,
     host_wait_ns: u64,
-    shards: Box<[CachePadded<Mutex<EventShard>>]>,
+    shards: Box<[CachePadded<ShardCell>]>,
     waits: Mutex<Vec<(StreamId, EventId)>>,
 }
 
@@ -103,7 +125,7 @@ impl SimEvents {
             query_ns: cost.query_event_ns,
             stream_wait_ns: cost.wait_event_ns,
             host_wait_ns: cost.synchronize_ns,
-            shards: (0..SHARDS).map(|_| CachePadded::new(Mutex::new(EventShard::default()))).collect(),
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
             waits: Mutex::new(Vec::new()),
         }
     }
@@ -126,9 +148,10 @@ impl SimEvents {
     pub(super) fn record(&self, stream: StreamId) -> EventId {
         let index = shard_of(stream);
         let completes_at_us = self.now_us().saturating_add(self.lag_us);
-        let mut shard = self.shards[index].lock();
+        let cell = &self.shards[index];
+        cell.charge(self.record_ns);
+        let mut shard = cell.lock();
         shard.counts.recorded += 1;
-        shard.counts.driver_ns = shard.counts.driver_ns.saturating_add(self.record_ns);
         shard.next_seq += 1;
         let id = shard.next_seq * SHARDS as u64 + index as u64;
         shard.events.insert(id, SimEvent { stream, complete: false, completes_at_us });
@@ -138,9 +161,10 @@ impl SimEvents {
     /// Whether `event` has completed; an error when it is not recorded (the query is timed all the same).
     pub(super) fn query(&self, event: EventId) -> Result<bool> {
         let now_us = self.now_us();
-        let mut shard = self.shards[shard_of_event(event)].lock();
+        let cell = &self.shards[shard_of_event(event)];
+        cell.charge(self.query_ns);
+        let mut shard = cell.lock();
         shard.counts.queries += 1;
-        shard.counts.driver_ns = shard.counts.driver_ns.saturating_add(self.query_ns);
         let recorded = shard.event("event_complete", event.0)?;
         Ok(shard.completed(recorded, now_us))
     }
@@ -148,8 +172,9 @@ impl SimEvents {
     /// Orders `stream` after `event`: logged in [`SimEvents::stream_waits`].
     pub(super) fn stream_wait(&self, stream: StreamId, event: EventId) -> Result<()> {
         {
-            let mut shard = self.shards[shard_of_event(event)].lock();
-            shard.counts.driver_ns = shard.counts.driver_ns.saturating_add(self.stream_wait_ns);
+            let cell = &self.shards[shard_of_event(event)];
+            cell.charge(self.stream_wait_ns);
+            let mut shard = cell.lock();
             shard.event("stream_wait_event", event.0)?;
             shard.counts.stream_waits += 1;
         }
@@ -166,9 +191,10 @@ impl SimEvents {
     /// end. The events recorded on its stream up to it complete, the later ones do not.
     pub(super) fn host_wait(&self, event: EventId) -> Result<()> {
         let now_us = self.now_us();
-        let mut shard = self.shards[shard_of_event(event)].lock();
+        let cell = &self.shards[shard_of_event(event)];
         // The call's own cost, as for a synchronisation of an idle device.
-        shard.counts.driver_ns = shard.counts.driver_ns.saturating_add(self.host_wait_ns);
+        cell.charge(self.host_wait_ns);
+        let mut shard = cell.lock();
         let waited = shard.event("wait_event", event.0)?;
         let (stream, completes_at_us) = (waited.stream, waited.completes_at_us);
         let blocked_us = if shard.completed(waited, now_us) { 0 } else { (completes_at_us - now_us).max(0) };
@@ -222,21 +248,21 @@ impl SimEvents {
         self.shards.iter().map(|shard| shard.lock().events.len()).sum()
     }
 
-    /// The driver time of the event calls so far, in nanoseconds.
+    /// The driver time of the event calls so far, in nanoseconds: a read of each shard's, no lock taken.
     pub(super) fn driver_ns(&self) -> u64 {
-        self.shards.iter().fold(0u64, |sum, shard| sum.saturating_add(shard.lock().counts.driver_ns))
+        self.shards.iter().fold(0u64, |sum, cell| sum.saturating_add(cell.driver_ns()))
     }
 
     /// Adds the event calls' counts and time to `counters`.
     pub(super) fn add_to(&self, counters: &mut DeviceCounters) {
-        for shard in self.shards.iter() {
-            let counts = shard.lock().counts;
+        for cell in self.shards.iter() {
+            let counts = cell.lock().counts;
             counters.events_recorded += counts.recorded;
             counters.event_queries += counts.queries;
             counters.stream_waits += counts.stream_waits;
             counters.event_waits += counts.event_waits;
             counters.host_blocked_ns = counters.host_blocked_ns.saturating_add(counts.host_blocked_ns);
-            counters.driver_time_ns = counters.driver_time_ns.saturating_add(counts.driver_ns);
+            counters.driver_time_ns = counters.driver_time_ns.saturating_add(cell.driver_ns());
         }
     }
 }
