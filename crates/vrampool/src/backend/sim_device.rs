@@ -138,7 +138,6 @@ pub struct SimDevice {
     capacity: u64,
     granularity: Option<u64>,
     segment_unit: u64,
-    lagging: bool,
     /// The trace's time in microseconds once a replay has set it ([`SimDevice::advance_clock`]);
     /// [`NO_TRACE_CLOCK`] before. An atomic of its own, so that keeping it costs a replay no lock.
     trace_clock_us: AtomicI64,
@@ -172,7 +171,6 @@ impl SimDevice {
             capacity: config.capacity,
             granularity: config.granularity,
             segment_unit: config.segment_unit.max(1),
-            lagging: config.gpu_lag_us > 0,
             trace_clock_us: AtomicI64::new(NO_TRACE_CLOCK),
             state: Mutex::new(SimState { ledger }),
             events,
@@ -221,14 +219,14 @@ impl SimDevice {
         if now_us > self.trace_clock_us.load(Ordering::Relaxed) {
             self.trace_clock_us.fetch_max(now_us, Ordering::Relaxed);
         }
-        if self.lagging {
+        if self.lags() {
             self.events.advance_clock(now_us);
         }
     }
 
     /// Whether events complete with a lag ([`SimDeviceConfig::gpu_lag_us`]).
     pub fn lags(&self) -> bool {
-        self.lagging
+        self.events.lag_us() > 0
     }
 
     /// Marks `stream` busy: events recorded on it from now on stay incomplete until [`Self::release_stream`].
