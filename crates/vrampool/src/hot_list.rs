@@ -15,7 +15,7 @@ use crossbeam_utils::CachePadded;
 use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_after, slots_in};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, other_slots, slots_in};
 
 /// Blocks a slot's list names at most.
 pub(crate) const HOT_BLOCKS: usize = 8;
@@ -118,8 +118,7 @@ impl HotLists {
         stream_index: usize,
         size: u64,
     ) -> Option<(u32, FreeTag)> {
-        let others = self.used.load(Ordering::Acquire) & !(1 << slot);
-        slots_after(others, slot).map(|other| &*self.lists[other]).find_map(|list| {
+        other_slots(self.used.load(Ordering::Acquire), slot).map(|other| &*self.lists[other]).find_map(|list| {
             list.entries().find_map(|index| states.claim_cached(index, stream_index, size).map(|tag| (index, tag)))
         })
     }
@@ -152,14 +151,9 @@ impl HotLists {
         Ok(true)
     }
 
-    /// The lists that have ever named a block, but those of the slots in `skip` (a bit per slot).
-    fn used_lists(&self, skip: u64) -> impl Iterator<Item = &HotList> + '_ {
-        slots_in(self.used.load(Ordering::Acquire) & !skip).map(|slot| &*self.lists[slot])
-    }
-
-    /// Every entry of every list (any may be stale).
+    /// Every entry of every list that has ever named a block (any may be stale).
     pub(crate) fn entries(&self) -> impl Iterator<Item = u32> + '_ {
-        self.used_lists(0).flat_map(HotList::entries)
+        slots_in(self.used.load(Ordering::Acquire)).flat_map(|slot| self.lists[slot].entries())
     }
 }
 

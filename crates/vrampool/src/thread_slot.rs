@@ -111,11 +111,12 @@ pub(crate) fn slots_in(mask: u64) -> impl Iterator<Item = usize> {
     })
 }
 
-/// The slots whose bits are set in `mask`, from the one after `slot` on, wrapping around: threads that look
-/// through the others' slots each start at the next one, not all at the lowest.
-pub(crate) fn slots_after(mask: u64, slot: usize) -> impl Iterator<Item = usize> {
+/// The slots other than `slot` whose bits are set in `mask`, from the one after `slot` on, wrapping around:
+/// threads that look through the others' slots each start at the next one, not all at the lowest.
+pub(crate) fn other_slots(mask: u64, slot: usize) -> impl Iterator<Item = usize> {
     let shift = (slot + 1) % u64::BITS as usize;
-    slots_in(mask.rotate_right(shift as u32)).map(move |rotated| (rotated + shift) % u64::BITS as usize)
+    let others = mask & !(1 << slot);
+    slots_in(others.rotate_right(shift as u32)).map(move |rotated| (rotated + shift) % u64::BITS as usize)
 }
 
 /// The calling thread's slot.
@@ -141,13 +142,16 @@ mod tests {
     }
 
     #[test]
-    fn slots_after_one_start_at_the_next_and_wrap_around() {
+    fn other_slots_start_after_the_slot_wrap_around_and_leave_it_out() {
         let mask = 0b1010_0101;
-        assert_eq!(slots_after(mask, 2).collect::<Vec<_>>(), [5, 7, 0, 2]);
-        assert_eq!(slots_after(mask, 7).collect::<Vec<_>>(), [0, 2, 5, 7]);
-        assert_eq!(slots_after(mask, 63).collect::<Vec<_>>(), [0, 2, 5, 7]);
-        assert_eq!(slots_after(1 << 63 | 1, 0).collect::<Vec<_>>(), [63, 0]);
-        assert_eq!(slots_after(0, 5).count(), 0);
+        assert_eq!(other_slots(mask, 2).collect::<Vec<_>>(), [5, 7, 0]);
+        assert_eq!(other_slots(mask, 3).collect::<Vec<_>>(), [5, 7, 0, 2]);
+        assert_eq!(other_slots(mask, 7).collect::<Vec<_>>(), [0, 2, 5]);
+        assert_eq!(other_slots(mask, 63).collect::<Vec<_>>(), [0, 2, 5, 7]);
+        assert_eq!(other_slots(1 << 63 | 1 << 5 | 1, 0).collect::<Vec<_>>(), [5, 63]);
+        assert_eq!(other_slots(1 << 63 | 1, 62).collect::<Vec<_>>(), [63, 0]);
+        assert_eq!(other_slots(0, 5).count(), 0);
+        assert_eq!(other_slots(1 << 5, 5).count(), 0);
     }
 
     #[test]

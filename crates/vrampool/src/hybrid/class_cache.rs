@@ -21,7 +21,7 @@ use crate::block_states::{BlockStates, LiveBlock};
 use crate::error::Result;
 use crate::hot_list::HotLists;
 use crate::stream_order::FreeTag;
-use crate::thread_slot::{ALL_SLOTS, ThreadSlot, slots_after, slots_in};
+use crate::thread_slot::{ALL_SLOTS, ThreadSlot, other_slots, slots_in};
 
 /// The blocks of one size class.
 ///
@@ -124,7 +124,7 @@ impl ClassCache {
 
     #[cold]
     fn steal(&self, slot: usize) -> Option<u32> {
-        for other in slots_after(self.cached_slots.load(Ordering::Acquire) & !(1 << slot), slot) {
+        for other in other_slots(self.cached_slots.load(Ordering::Acquire), slot) {
             if let Some(index) = self.cached[other].pop(&self.states) {
                 return Some(index);
             }
