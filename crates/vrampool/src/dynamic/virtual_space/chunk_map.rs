@@ -278,7 +278,7 @@ impl ChunkMap {
     pub(super) fn idle_pages(&self, limit: usize, safe_only: bool) -> Vec<Range<usize>> {
         let mut pages = Vec::new();
         let mut taken = 0;
-        for run in self.idle.runs_from_top(usize::MAX) {
+        for run in self.idle.runs_down() {
             if taken >= limit {
                 break;
             }
@@ -364,7 +364,7 @@ impl ChunkMap {
     pub(super) fn safe_idle_runs(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
         let mut taken = 0;
-        for run in self.idle.runs_from_top(usize::MAX) {
+        for run in self.idle.runs_down() {
             for index in run.rev() {
                 if taken >= limit {
                     return runs;
@@ -415,8 +415,7 @@ impl ChunkMap {
     /// once its event completes, that many idle chunks are safe to move. `None` when fewer chunks are idle,
     /// or when some of those needed went idle in the current epoch (no event ends it yet).
     pub(super) fn epoch_covering(&self, need: usize) -> Option<(u32, EventId)> {
-        let mut stamps: Vec<u32> =
-            self.idle.runs_from_top(usize::MAX).into_iter().flatten().map(|index| self.idle_since[index]).collect();
+        let mut stamps: Vec<u32> = self.idle.runs_down().flatten().map(|index| self.idle_since[index]).collect();
         if need == 0 || stamps.len() < need {
             return None;
         }

@@ -2,19 +2,21 @@
 
 use std::ops::Range;
 
-/// A set of chunk indices in `0..len`.
+/// A set of chunk indices in `0..len`: a bit per index, and a bit per word of those telling whether the word
+/// holds a member, so that searches for runs step over empty stretches 4,096 indices at a time.
 #[derive(Clone, Debug)]
 pub(super) struct ChunkSet {
     words: Vec<u64>,
+    /// Bit `w` is set where `words[w]` holds a member.
+    nonzero: Vec<u64>,
     count: usize,
-    /// No word above this one holds a member (searches from the top start here).
-    top_word: usize,
 }
 
 impl ChunkSet {
     /// An empty set over `len` chunks.
     pub(super) fn new(len: usize) -> Self {
-        ChunkSet { words: vec![0; len.div_ceil(64)], count: 0, top_word: 0 }
+        let words = len.div_ceil(64);
+        ChunkSet { words: vec![0; words], nonzero: vec![0; words.div_ceil(64)], count: 0 }
     }
 
     /// Members.
@@ -34,7 +36,7 @@ impl ChunkSet {
         if *word & bit == 0 {
             *word |= bit;
             self.count += 1;
-            self.top_word = self.top_word.max(index / 64);
+            self.nonzero[index / 4096] |= 1 << (index / 64 % 64);
         }
     }
 
@@ -45,6 +47,45 @@ impl ChunkSet {
         if *word & bit != 0 {
             *word &= !bit;
             self.count -= 1;
+            if *word == 0 {
+                self.nonzero[index / 4096] &= !(1 << (index / 64 % 64));
+            }
+        }
+    }
+
+    /// The first word at or after `w` and before `end` that holds a member.
+    #[inline]
+    fn nonzero_from(&self, w: usize, end: usize) -> Option<usize> {
+        if w >= end {
+            return None;
+        }
+        let mut s = w / 64;
+        let mut bits = self.nonzero[s] & (!0u64 << (w % 64));
+        loop {
+            if bits != 0 {
+                let found = s * 64 + bits.trailing_zeros() as usize;
+                return (found < end).then_some(found);
+            }
+            s += 1;
+            if s * 64 >= end {
+                return None;
+            }
+            bits = self.nonzero[s];
+        }
+    }
+
+    /// The last word before `w` that holds a member.
+    #[inline]
+    fn nonzero_below(&self, w: usize) -> Option<usize> {
+        let top = w.checked_sub(1)?;
+        let mut s = top / 64;
+        let mut bits = self.nonzero[s] & (u64::MAX >> (63 - top % 64));
+        loop {
+            if bits != 0 {
+                return Some(s * 64 + 63 - bits.leading_zeros() as usize);
+            }
+            s = s.checked_sub(1)?;
+            bits = self.nonzero[s];
         }
     }
 
@@ -60,13 +101,24 @@ impl ChunkSet {
         word_masks(range).map(|(w, mask)| (self.words[w] & mask).count_ones() as usize).sum()
     }
 
-    /// The first `max` runs of members inside `range`, in order (cut at the range's ends).
+    /// The first `max` runs of members inside `range`, in order (cut at the range's ends). Costs a step per
+    /// run and per word holding members, and one per 64 words of the range.
     pub(super) fn runs_in(&self, range: Range<usize>, max: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
-        // No word above the top one holds a member.
-        let end = range.end.min((self.top_word + 1) * 64);
-        for (w, mask) in word_masks(range.start..end.max(range.start)) {
-            let mut bits = self.words[w] & mask;
+        if range.start >= range.end || max == 0 {
+            return runs;
+        }
+        let (first_word, end_word) = (range.start / 64, range.end.div_ceil(64));
+        let mut next = first_word;
+        while let Some(w) = self.nonzero_from(next, end_word) {
+            next = w + 1;
+            let mut bits = self.words[w];
+            if w == first_word {
+                bits &= !0u64 << (range.start % 64);
+            }
+            if w == end_word - 1 && range.end % 64 != 0 {
+                bits &= (1u64 << (range.end % 64)) - 1;
+            }
             while bits != 0 {
                 let low = bits.trailing_zeros() as usize;
                 let len = (!(bits >> low)).trailing_zeros() as usize;
@@ -93,6 +145,9 @@ impl ChunkSet {
             let word = &mut self.words[w];
             self.count -= (*word & mask).count_ones() as usize;
             *word &= !mask;
+            if *word == 0 {
+                self.nonzero[w / 64] &= !(1 << (w % 64));
+            }
         }
     }
 
@@ -109,34 +164,30 @@ impl ChunkSet {
         self.count += (bits & !*word).count_ones() as usize;
         *word |= bits;
         if bits != 0 {
-            self.top_word = self.top_word.max(w);
+            self.nonzero[w / 64] |= 1 << (w % 64);
         }
     }
 
-    /// Runs of members, from the highest index down, holding at most `limit` members in all.
+    /// Runs of members, from the highest index down, holding at most `limit` members in all (the last one
+    /// cut to its top part where the limit falls inside it).
     pub(super) fn runs_from_top(&self, limit: usize) -> Vec<Range<usize>> {
         let mut runs: Vec<Range<usize>> = Vec::new();
         let mut taken = 0;
-        if self.count == 0 {
-            return runs;
-        }
-        for (w, &word) in self.words[..=self.top_word].iter().enumerate().rev() {
-            let mut bits = word;
-            while bits != 0 && taken < limit {
-                let top = 63 - bits.leading_zeros() as usize;
-                bits &= !(1 << top);
-                let index = w * 64 + top;
-                match runs.last_mut() {
-                    Some(run) if run.start == index + 1 => run.start = index,
-                    _ => runs.push(index..index + 1),
-                }
-                taken += 1;
-            }
+        for run in self.runs_down() {
             if taken >= limit {
                 break;
             }
+            let run = run.end.saturating_sub(limit - taken).max(run.start)..run.end;
+            taken += run.len();
+            runs.push(run);
         }
         runs
+    }
+
+    /// Every run of members, from the highest index down. Costs a step per run and per word holding
+    /// members, and one per 64 words below the top member.
+    pub(super) fn runs_down(&self) -> RunsDown<'_> {
+        RunsDown { set: self, next_word: self.words.len(), bits: 0, word: 0 }
     }
 
     /// Runs of non-members inside `range`, in order.
@@ -167,6 +218,60 @@ pub(super) fn word_masks(range: Range<usize>) -> impl Iterator<Item = (usize, u6
     })
 }
 
+/// The runs of members of a [`ChunkSet`], from the highest index down ([`ChunkSet::runs_down`]).
+pub(super) struct RunsDown<'a> {
+    set: &'a ChunkSet,
+    /// Words at and above this one are done.
+    next_word: usize,
+    /// The members of word `word` not yet handed out.
+    bits: u64,
+    word: usize,
+}
+
+impl RunsDown<'_> {
+    /// The highest run of members left in the current word, removed from it, or `None` when it has none.
+    fn piece(&mut self) -> Option<Range<usize>> {
+        if self.bits == 0 {
+            return None;
+        }
+        let top = 63 - self.bits.leading_zeros() as usize;
+        let gaps = !self.bits & (u64::MAX >> (63 - top));
+        let low = if gaps == 0 { 0 } else { 64 - gaps.leading_zeros() as usize };
+        self.bits &= if low == 0 { 0 } else { (1u64 << low) - 1 };
+        Some(self.word * 64 + low..self.word * 64 + top + 1)
+    }
+
+    /// Makes word `w` current.
+    fn enter(&mut self, w: usize) {
+        (self.next_word, self.word, self.bits) = (w, w, self.set.words[w]);
+    }
+}
+
+impl Iterator for RunsDown<'_> {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        let mut run = match self.piece() {
+            Some(run) => run,
+            None => {
+                let w = self.set.nonzero_below(self.next_word)?;
+                self.enter(w);
+                self.piece().expect("a word with members")
+            }
+        };
+        // A run that reaches the bottom of its word goes on in the word below where that word's top bit is set.
+        while run.start % 64 == 0 && self.bits == 0 && run.start > 0 {
+            let below = run.start / 64 - 1;
+            if self.set.words[below] >> 63 == 0 {
+                break;
+            }
+            self.enter(below);
+            run.start = self.piece().expect("its top bit is set").start;
+        }
+        Some(run)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,7 +292,7 @@ mod tests {
         assert_eq!(s.count(), 6);
         assert_eq!(s.gaps_in(62..67), vec![62..63, 64..65, 66..67]);
         s.remove(150);
-        assert_eq!(s.runs_from_top(2), vec![65..66, 63..64], "a stale top hint only costs a longer search");
+        assert_eq!(s.runs_from_top(2), vec![65..66, 63..64]);
     }
 
     #[test]
@@ -215,6 +320,67 @@ mod tests {
         assert_eq!((s.count(), s.contains(64), s.contains(65), s.contains(66)), (22, true, false, true));
         assert_eq!(s.word(1), 0b101);
         s.insert_word(4, 1);
-        assert_eq!(s.runs_from_top(1), vec![256..257], "the top hint follows a word insert");
+        assert_eq!(s.runs_from_top(1), vec![256..257], "a word inserted is found from the top");
+    }
+
+    /// Runs of the members of `set` among `indices`, in order, one member at a time.
+    fn runs_one_by_one(set: &ChunkSet, indices: impl Iterator<Item = usize>) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for i in indices.filter(|&i| set.contains(i)) {
+            match runs.last_mut() {
+                Some(run) if run.end == i => run.end = i + 1,
+                Some(run) if run.start == i + 1 => run.start = i,
+                _ => runs.push(i..i + 1),
+            }
+        }
+        runs
+    }
+
+    /// Indices of the sets the property tests draw: several words of the summary.
+    const LEN: usize = 3 * 4096 + 100;
+
+    proptest::proptest! {
+        #[test]
+        fn runs_a_word_at_a_time_are_the_runs_member_by_member(
+            inserted in proptest::collection::vec((0usize..LEN, 1usize..300), 0..40),
+            removed in proptest::collection::vec((0usize..LEN, 1usize..100), 0..40),
+            words in proptest::collection::vec((0usize..LEN / 64, proptest::num::u64::ANY), 0..8),
+            limit in 0usize..3000,
+            range in (0usize..LEN, 0usize..LEN),
+            max in 0usize..12,
+        ) {
+            let mut s = ChunkSet::new(LEN);
+            for &(at, len) in &inserted {
+                (at..(at + len).min(LEN)).for_each(|i| s.insert(i));
+            }
+            for &(w, bits) in &words {
+                s.insert_word(w, bits);
+            }
+            for (k, &(at, len)) in removed.iter().enumerate() {
+                match k % 2 {
+                    0 => s.remove_run(at..(at + len).min(LEN)),
+                    _ => (at..(at + len).min(LEN)).for_each(|i| s.remove(i)),
+                }
+            }
+            proptest::prop_assert_eq!(s.count(), (0..LEN).filter(|&i| s.contains(i)).count());
+            let down = runs_one_by_one(&s, (0..LEN).rev());
+            proptest::prop_assert_eq!(s.runs_down().collect::<Vec<_>>(), down.clone());
+            let mut left = limit;
+            let cut: Vec<Range<usize>> = down
+                .into_iter()
+                .map_while(|run| {
+                    (left > 0).then(|| {
+                        let run = run.end - run.len().min(left)..run.end;
+                        left -= run.len();
+                        run
+                    })
+                })
+                .collect();
+            proptest::prop_assert_eq!(s.runs_from_top(limit), cut);
+            let (start, end) = (range.0.min(range.1), range.0.max(range.1));
+            let mut within = runs_one_by_one(&s, start..end);
+            within.truncate(max);
+            proptest::prop_assert_eq!(s.runs_in(start..end, max), within);
+        }
     }
 }
