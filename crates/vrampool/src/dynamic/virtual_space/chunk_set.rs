@@ -92,12 +92,18 @@ impl ChunkSet {
     /// Whether every index of `range` is a member.
     #[inline]
     pub(super) fn contains_run(&self, range: Range<usize>) -> bool {
+        if let Some((w, mask)) = one_word(&range) {
+            return self.words[w] & mask == mask;
+        }
         word_masks(range).all(|(w, mask)| self.words[w] & mask == mask)
     }
 
     /// Members among the indices of `range`.
     #[inline]
     pub(super) fn count_in(&self, range: Range<usize>) -> usize {
+        if let Some((w, mask)) = one_word(&range) {
+            return (self.words[w] & mask).count_ones() as usize;
+        }
         word_masks(range).map(|(w, mask)| (self.words[w] & mask).count_ones() as usize).sum()
     }
 
@@ -203,6 +209,15 @@ impl ChunkSet {
         }
         gaps
     }
+}
+
+/// The one word a non-empty `range` lies in, with the bits of its indices; `None` for an empty range or one
+/// that spans words (most ranges a block covers lie in one word).
+#[inline]
+fn one_word(range: &Range<usize>) -> Option<(usize, u64)> {
+    let len = range.end.checked_sub(range.start).filter(|&len| len > 0)?;
+    let w = range.start / 64;
+    ((range.end - 1) / 64 == w).then(|| (w, (u64::MAX >> (64 - len)) << (range.start % 64)))
 }
 
 /// The words that `range` touches, each with the bits of its indices inside `range`.
@@ -381,6 +396,11 @@ mod tests {
             let mut within = runs_one_by_one(&s, start..end);
             within.truncate(max);
             proptest::prop_assert_eq!(s.runs_in(start..end, max), within);
+            for (from, to) in [(start, end), (start, (start + max).min(LEN)), (end, end)] {
+                let members = (from..to).filter(|&i| s.contains(i)).count();
+                proptest::prop_assert_eq!(s.count_in(from..to), members);
+                proptest::prop_assert_eq!(s.contains_run(from..to), members == to - from);
+            }
         }
     }
 }
