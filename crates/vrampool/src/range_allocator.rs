@@ -41,6 +41,8 @@ const UNIT_SHIFT: u32 = MIN_BLOCK.trailing_zeros();
 const GROUPS: usize = (64 - UNIT_SHIFT - SL_BITS + 1) as usize;
 const BINS: usize = GROUPS * SL_COUNT;
 const NIL: u32 = u32::MAX;
+/// The most places [`RangeAllocator::places`] makes room for before it looks.
+const PLACES_RESERVED: usize = 32;
 
 /// A block of the allocator, with its address neighbours in the same region (whether it is free or used is
 /// in [`RangeAllocator`]'s bitmap).
@@ -306,7 +308,8 @@ impl<T: BlockTag> RangeAllocator<T> {
     pub(crate) fn places(&self, size: u64, align: u64, max: usize) -> Vec<FreePlace> {
         let align = align.max(MIN_BLOCK);
         let Some(need) = size.checked_add(align - MIN_BLOCK) else { return Vec::new() };
-        let mut places = Vec::new();
+        // Room for the places asked for at once: growing the list as it fills would cost more than the search.
+        let mut places = Vec::with_capacity(max.min(PLACES_RESERVED));
         let mut from = bin_down(need >> UNIT_SHIFT);
         while places.len() < max
             && let Some(bin) = self.first_bin_from(from)

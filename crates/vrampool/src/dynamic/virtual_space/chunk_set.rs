@@ -110,7 +110,7 @@ impl ChunkSet {
     /// The first `max` runs of members inside `range`, in order (cut at the range's ends). Costs a step per
     /// run and per word holding members, and one per 64 words of the range.
     pub(super) fn runs_in(&self, range: Range<usize>, max: usize) -> Vec<Range<usize>> {
-        let mut runs: Vec<Range<usize>> = Vec::new();
+        let mut runs: Vec<Range<usize>> = Vec::with_capacity(max.min(RUNS_RESERVED));
         if range.start >= range.end || max == 0 {
             return runs;
         }
@@ -210,6 +210,9 @@ impl ChunkSet {
         gaps
     }
 }
+
+/// The most runs [`ChunkSet::runs_in`] makes room for before it looks.
+const RUNS_RESERVED: usize = 16;
 
 /// The one word a non-empty `range` lies in, with the bits of its indices; `None` for an empty range or one
 /// that spans words (most ranges a block covers lie in one word).
