@@ -74,29 +74,40 @@ pub(super) fn cover(
     claims: &mut Claims,
     free: impl Fn(&Range<usize>) -> bool,
 ) -> Vec<PageMove> {
-    let mut by_order: BTreeMap<u32, BTreeMap<usize, ()>> = BTreeMap::new();
+    // Per page size (log2 of its chunks, ascending), the first chunks of the pages of that size, ascending: a
+    // few sizes, and lists sorted once, where maps would cost an allocation per page.
+    let mut by_order: Vec<(u32, Vec<usize>)> = Vec::new();
     for page in sources {
-        by_order.entry(page.len().ilog2()).or_default().insert(page.start, ());
+        let order = page.len().ilog2();
+        match by_order.iter_mut().find(|(o, _)| *o == order) {
+            Some((_, starts)) => starts.push(page.start),
+            None => by_order.push((order, vec![page.start])),
+        }
+    }
+    by_order.sort_unstable_by_key(|&(order, _)| order);
+    for (_, starts) in &mut by_order {
+        starts.sort_unstable();
+        starts.dedup();
     }
     let mut moves: Vec<PageMove> = Vec::new();
     for index in missing.iter().cloned().flatten() {
         if claims.covers(index) {
             continue;
         }
-        for (&order, pages) in by_order.iter_mut().rev() {
+        for (order, pages) in by_order.iter_mut().rev() {
             if pages.is_empty() {
                 continue;
             }
-            let slot = slot_of(index, order);
+            let slot = slot_of(index, *order);
             if claims.overlaps(&slot) || !free(&slot) {
                 continue;
             }
             let next = moves.last().filter(|last| last.to + last.from.len() == slot.start).map(|last| last.from.end);
-            let start = match next.filter(|start| pages.contains_key(start)) {
-                Some(start) => start,
+            let position = match next.and_then(|start| pages.binary_search(&start).ok()) {
+                Some(position) => position,
                 None => lowest_of_top_run(pages, slot.len()),
             };
-            pages.remove(&start);
+            let start = pages.remove(position);
             claims.claim(&slot);
             moves.push(PageMove { from: start..start + slot.len(), to: slot.start });
             break;
@@ -105,14 +116,16 @@ pub(super) fn cover(
     moves
 }
 
-/// The first page of the highest run of pages of `len` chunks that follow on in `pages`: the moves that
-/// start there go on to the pages above it, as the slots they fill go up.
-fn lowest_of_top_run(pages: &BTreeMap<usize, ()>, len: usize) -> usize {
-    let mut start = *pages.keys().next_back().expect("not empty");
-    while start >= len && pages.contains_key(&(start - len)) {
-        start -= len;
+/// Where in `pages` (first chunks, ascending, not empty) the highest run of pages of `len` chunks that follow
+/// on starts: the moves that start there go on to the pages above it, as the slots they fill go up.
+fn lowest_of_top_run(pages: &[usize], len: usize) -> usize {
+    let mut position = pages.len() - 1;
+    while let Some(below) =
+        pages[position].checked_sub(len).and_then(|start| pages[..position].binary_search(&start).ok())
+    {
+        position = below;
     }
-    start
+    position
 }
 
 /// New pages for the chunks of `missing` that no claim covers: for each, the largest page of at most
@@ -214,5 +227,82 @@ mod tests {
         assert_eq!(page_batches(&pages).iter().map(|b| b.len()).collect::<Vec<_>>(), vec![2, 1]);
         let even = [0..2, 2..4, 4..6, 8..10];
         assert_eq!(page_batches(&even).iter().map(|b| b.len()).collect::<Vec<_>>(), vec![3, 1]);
+    }
+
+    /// [`cover`] as first written, with ordered maps: the reference the lists must agree with.
+    fn cover_with_maps(
+        sources: Vec<Range<usize>>,
+        missing: &[Range<usize>],
+        claims: &mut Claims,
+        free: impl Fn(&Range<usize>) -> bool,
+    ) -> Vec<PageMove> {
+        let mut by_order: BTreeMap<u32, BTreeMap<usize, ()>> = BTreeMap::new();
+        for page in sources {
+            by_order.entry(page.len().ilog2()).or_default().insert(page.start, ());
+        }
+        let mut moves: Vec<PageMove> = Vec::new();
+        for index in missing.iter().cloned().flatten() {
+            if claims.covers(index) {
+                continue;
+            }
+            for (&order, pages) in by_order.iter_mut().rev() {
+                if pages.is_empty() {
+                    continue;
+                }
+                let slot = slot_of(index, order);
+                if claims.overlaps(&slot) || !free(&slot) {
+                    continue;
+                }
+                let next =
+                    moves.last().filter(|last| last.to + last.from.len() == slot.start).map(|last| last.from.end);
+                let start = match next.filter(|start| pages.contains_key(start)) {
+                    Some(start) => start,
+                    None => {
+                        let mut start = *pages.keys().next_back().expect("not empty");
+                        while start >= slot.len() && pages.contains_key(&(start - slot.len())) {
+                            start -= slot.len();
+                        }
+                        start
+                    }
+                };
+                pages.remove(&start);
+                claims.claim(&slot);
+                moves.push(PageMove { from: start..start + slot.len(), to: slot.start });
+                break;
+            }
+        }
+        moves
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_lists_pick_the_pages_the_maps_picked(
+            pages in proptest::collection::vec((0usize..64, 0u32..4), 0..40),
+            missing in proptest::collection::vec((0usize..256, 1usize..12), 0..5),
+            taken in proptest::collection::vec(0usize..256, 0..6),
+            claimed in proptest::collection::vec((0usize..64, 0u32..3), 0..3),
+        ) {
+            // Pages at their slots (as the pool maps them) and a few that are not, above the missing chunks.
+            let sources: Vec<Range<usize>> = pages
+                .iter()
+                .enumerate()
+                .map(|(i, &(at, order))| {
+                    let len = 1usize << order;
+                    let start = if i % 5 == 4 { 300 + at } else { 300 + (at << order) };
+                    start..start + len
+                })
+                .collect();
+            let missing: Vec<Range<usize>> = missing.iter().map(|&(at, len)| at..at + len).collect();
+            let free = |slot: &Range<usize>| !taken.iter().any(|t| slot.contains(t));
+            let mut claims = Claims::default();
+            for &(at, order) in &claimed {
+                claims.claim(&slot_of(at << order, order));
+            }
+            let mut reference_claims = claims.clone();
+            let moves = cover(sources.clone(), &missing, &mut claims, free);
+            let reference = cover_with_maps(sources, &missing, &mut reference_claims, free);
+            proptest::prop_assert_eq!(moves, reference);
+            proptest::prop_assert_eq!(claims.slots, reference_claims.slots);
+        }
     }
 }
