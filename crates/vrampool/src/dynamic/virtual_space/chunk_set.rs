@@ -36,7 +36,7 @@ impl ChunkSet {
         if *word & bit == 0 {
             *word |= bit;
             self.count += 1;
-            self.nonzero[index / 4096] |= 1 << (index / 64 % 64);
+            self.note_word(index / 64);
         }
     }
 
@@ -47,9 +47,18 @@ impl ChunkSet {
         if *word & bit != 0 {
             *word &= !bit;
             self.count -= 1;
-            if *word == 0 {
-                self.nonzero[index / 4096] &= !(1 << (index / 64 % 64));
-            }
+            self.note_word(index / 64);
+        }
+    }
+
+    /// Brings word `w`'s bit of the summary up to date with the word.
+    #[inline]
+    fn note_word(&mut self, w: usize) {
+        let bit = 1 << (w % 64);
+        if self.words[w] == 0 {
+            self.nonzero[w / 64] &= !bit;
+        } else {
+            self.nonzero[w / 64] |= bit;
         }
     }
 
@@ -151,9 +160,7 @@ impl ChunkSet {
             let word = &mut self.words[w];
             self.count -= (*word & mask).count_ones() as usize;
             *word &= !mask;
-            if *word == 0 {
-                self.nonzero[w / 64] &= !(1 << (w % 64));
-            }
+            self.note_word(w);
         }
     }
 
@@ -169,9 +176,7 @@ impl ChunkSet {
         let word = &mut self.words[w];
         self.count += (bits & !*word).count_ones() as usize;
         *word |= bits;
-        if bits != 0 {
-            self.nonzero[w / 64] |= 1 << (w % 64);
-        }
+        self.note_word(w);
     }
 
     /// Runs of members, from the highest index down, holding at most `limit` members in all (the last one
