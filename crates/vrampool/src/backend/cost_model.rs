@@ -150,6 +150,24 @@ impl CostModel {
     pub fn alias(&self, pages: u64, page: u64) -> u64 {
         pages.saturating_mul(interpolate(&self.map_page_ns, page)).saturating_add(self.set_access_ns)
     }
+
+    /// The cost of one call that does `per_batch` (one of [`CostModel::map`], [`CostModel::remap`],
+    /// [`CostModel::alias`], [`CostModel::unmap_only`]) on `pages` (bytes each): the pages taken as batches
+    /// of equal size, with one access call for the whole call (where `has_access`) rather than one per batch.
+    pub fn batched(&self, pages: &[u64], per_batch: impl Fn(&CostModel, u64, u64) -> u64, has_access: bool) -> u64 {
+        let mut sizes: Vec<u64> = pages.to_vec();
+        sizes.sort_unstable();
+        let mut time: u64 = 0;
+        let mut batches: u64 = 0;
+        for group in sizes.chunk_by(|a, b| a == b) {
+            time = time.saturating_add(per_batch(self, group.len() as u64, group[0]));
+            batches += 1;
+        }
+        if has_access && batches > 1 {
+            time = time.saturating_sub((batches - 1).saturating_mul(self.set_access_ns));
+        }
+        time
+    }
 }
 
 #[cfg(test)]

@@ -384,23 +384,6 @@ impl DeviceLedger {
         Ok(pages)
     }
 
-    /// The modelled time of `per_batch` on `pages` (bytes each) taken as batches of equal pages, with one
-    /// access call for the whole call rather than one per batch.
-    fn batched_time(&self, pages: &[u64], per_batch: impl Fn(&CostModel, u64, u64) -> u64, has_access: bool) -> u64 {
-        let mut sizes: Vec<u64> = pages.to_vec();
-        sizes.sort_unstable();
-        let mut time = 0;
-        let mut batches = 0;
-        for group in sizes.chunk_by(|a, b| a == b) {
-            time += per_batch(&self.cost, group.len() as u64, group[0]);
-            batches += 1;
-        }
-        if has_access && batches > 1 {
-            time -= (batches - 1) * self.cost.set_access_ns;
-        }
-        time
-    }
-
     pub(crate) fn map(&mut self, addr: u64, size: u64) -> Result<()> {
         const CALL: &str = "map";
         let granularity = self.granularity_for(CALL)?;
@@ -443,7 +426,7 @@ impl DeviceLedger {
         self.set_chunks(base, first, &physical);
         self.counters.map_calls += 1;
         self.counters.chunks_mapped += count as u64;
-        self.add_time(self.batched_time(pages, CostModel::map, true));
+        self.add_time(self.cost.batched(pages, CostModel::map, true));
         Ok(())
     }
 
@@ -464,7 +447,7 @@ impl DeviceLedger {
         self.counters.chunks_unmapped += count as u64;
         // Every page is unmapped; only those no other address maps are released.
         let released_time: u64 = released.iter().map(|&chunks| self.cost.release(1, chunks * granularity)).sum();
-        self.add_time(self.batched_time(&pages, CostModel::unmap_only, false) + released_time);
+        self.add_time(self.cost.batched(&pages, CostModel::unmap_only, false) + released_time);
         Ok(())
     }
 
@@ -489,7 +472,7 @@ impl DeviceLedger {
         self.set_chunks(t.to_base, t.to_first, &t.physical);
         self.counters.remap_calls += 1;
         self.counters.chunks_moved += t.count as u64;
-        self.add_time(self.batched_time(&t.pages, CostModel::remap, true));
+        self.add_time(self.cost.batched(&t.pages, CostModel::remap, true));
         Ok(())
     }
 
@@ -500,7 +483,7 @@ impl DeviceLedger {
         self.set_chunks(t.to_base, t.to_first, &t.physical);
         self.counters.alias_calls += 1;
         self.counters.chunks_aliased += t.count as u64;
-        self.add_time(self.batched_time(&t.pages, CostModel::alias, true));
+        self.add_time(self.cost.batched(&t.pages, CostModel::alias, true));
         Ok(())
     }
 
