@@ -7,8 +7,9 @@
 pub enum DriverClock {
     /// No clock: a pool does its optional device work wherever it saves memory, however long it takes.
     Untimed,
-    /// A real device: the pool times its device calls, and the time between them, on the host's monotonic
-    /// clock.
+    /// A real device: the pool reads the time since it opened on the host's monotonic clock, and charges its
+    /// optional device calls at the default cost model's prices ([`crate::CostModel::default`]), as a
+    /// simulated device charges them, rather than at what the host's clock says each took.
     Wall,
     /// A simulated device a replay drives: the replay's time and the cost model's driver time so far, in
     /// nanoseconds, so that a replay decides the same way on any host.

@@ -22,7 +22,8 @@ pub struct PagePolicy {
     /// The largest page in bytes. Default: 1 GiB.
     pub largest: u64,
     /// The share of the time, in thousandths, that moving and aliasing idle pages may take on a device whose
-    /// calls are timed ([`crate::Backend::driver_clock`]): the time since the pool first read the clock.
+    /// calls are timed ([`crate::Backend::driver_clock`]): the time since the pool first read the clock. The
+    /// moves are counted at the cost model's price of each call, on a real device as on a simulated one.
     /// Past it, a block that lacks pages gets new ones instead, [`PagePolicy::thrifty_doublings`] times
     /// larger, until the moves are within their share again. 1000 or more: no bound. Default: 10 (1%, the
     /// driver time the pool is meant to stay within).

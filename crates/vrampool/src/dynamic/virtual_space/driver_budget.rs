@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::backend::{Backend, DriverClock};
+use crate::backend::{Backend, CostModel, DriverClock};
 
 /// The time a virtual range has spent on optional device work (moving and aliasing idle pages), against the
 /// time since it first read its device's clock ([`DriverClock`]). Moving idle pages saves memory and costs
@@ -11,6 +11,14 @@ use crate::backend::{Backend, DriverClock};
 /// stream of requests denser than the driver's calls (a churn of spread sizes, back to back) stops paying
 /// for them, while one whose requests come between the device's work (training and serving steps) keeps
 /// its memory compact.
+///
+/// The work is charged at a cost model's price for each call, never at what the host's clock says it took:
+/// a simulated device's own model ([`DriverClock::Simulated`]), and on a real device
+/// ([`DriverClock::Wall`]) the default model's anchors ([`CostModel::default`]), which the callers add up
+/// call by call ([`DriverBudget::charge`]). The host's time of a call moves by a factor between runs (a page
+/// fault in the driver, a busy CPU, a descheduled thread), and one slow call would keep the range from
+/// moving pages for the many steps it takes the elapsed time to catch up; charged by the model, the range
+/// decides from the requests and the time between them alone, as a replay of the same requests does.
 ///
 /// Reading the clock costs one `Instant::now` on a real device, one lock of the simulated device's state on
 /// a simulated one, nothing without a clock.
@@ -24,6 +32,10 @@ pub(super) struct DriverBudget {
     simulated_start_ns: Option<u64>,
     /// Nanoseconds of optional work so far.
     spent_ns: u64,
+    /// The prices of a real device's calls.
+    model: CostModel,
+    /// The modelled nanoseconds of the calls charged since the last [`DriverBudget::mark`].
+    charged_ns: u64,
 }
 
 /// The clock's reading before optional device work ([`DriverBudget::mark`]).
@@ -31,8 +43,8 @@ pub(super) struct DriverBudget {
 pub(super) enum SpendMark {
     /// No clock.
     Untimed,
-    /// The host's time.
-    Wall(Instant),
+    /// A real device: the calls charged from here count.
+    Charged,
     /// The cost model's driver time so far.
     Simulated(u64),
 }
@@ -40,7 +52,25 @@ pub(super) enum SpendMark {
 impl DriverBudget {
     /// A budget of `per_mille` thousandths of the time.
     pub(super) fn new(per_mille: u64) -> Self {
-        DriverBudget { per_mille, opened: Instant::now(), simulated_start_ns: None, spent_ns: 0 }
+        DriverBudget {
+            per_mille,
+            opened: Instant::now(),
+            simulated_start_ns: None,
+            spent_ns: 0,
+            model: CostModel::default(),
+            charged_ns: 0,
+        }
+    }
+
+    /// The prices a real device's calls are charged at ([`DriverBudget::charge`]).
+    pub(super) fn model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// Charges `ns` modelled nanoseconds of a call made since [`DriverBudget::mark`]; counted by
+    /// [`DriverBudget::spend`] on a real device only (a simulated one has charged its calls itself).
+    pub(super) fn charge(&mut self, ns: u64) {
+        self.charged_ns = self.charged_ns.saturating_add(ns);
     }
 
     /// The time since the range's first reading of `backend`'s clock, in nanoseconds; `None` without a clock.
@@ -66,24 +96,28 @@ impl DriverBudget {
     }
 
     /// Where the clock stands before optional device work: [`DriverBudget::spend`] counts the time from here.
-    pub(super) fn mark(&self, backend: &dyn Backend) -> SpendMark {
+    pub(super) fn mark(&mut self, backend: &dyn Backend) -> SpendMark {
+        self.charged_ns = 0;
         match backend.driver_clock() {
             DriverClock::Untimed => SpendMark::Untimed,
-            DriverClock::Wall => SpendMark::Wall(Instant::now()),
+            DriverClock::Wall => SpendMark::Charged,
             DriverClock::Simulated { driver_ns, .. } => SpendMark::Simulated(driver_ns),
         }
     }
 
-    /// Counts the time of the optional work since `mark`: the host's on a real device, the cost model's on a
-    /// simulated one.
+    /// Counts the time of the optional work since `mark`: the calls charged on a real device, the cost
+    /// model's driver time on a simulated one.
     pub(super) fn spend(&mut self, backend: &dyn Backend, mark: SpendMark) {
         let took = match (mark, backend.driver_clock()) {
-            (SpendMark::Wall(started), _) => u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            (SpendMark::Charged, _) => self.charged_ns,
             (SpendMark::Simulated(before), DriverClock::Simulated { driver_ns, .. }) => {
-                driver_ns.saturating_sub(before)
+                let took = driver_ns.saturating_sub(before);
+                debug_assert_eq!(took, self.charged_ns, "the calls charged and the simulated device's model disagree");
+                took
             }
             _ => 0,
         };
+        self.charged_ns = 0;
         self.spent_ns = self.spent_ns.saturating_add(took);
     }
 }
@@ -111,6 +145,7 @@ mod tests {
         assert!(!budget.overspent(&*sim), "nothing spent at the first reading");
         let mark = budget.mark(&*sim);
         sim.map(range, 2 * MIB).unwrap();
+        budget.charge(budget.model().map(1, 2 * MIB));
         budget.spend(&*sim, mark);
         let spent_us = budget.spent_ns / 1000;
         assert!(spent_us > 0, "the cost model's time of the map");
@@ -158,13 +193,51 @@ mod tests {
     }
 
     #[test]
-    fn a_real_clock_counts_the_work_as_it_runs() {
-        let mut budget = DriverBudget::new(0);
+    fn a_real_device_is_charged_the_modelled_time_of_its_calls_not_the_hosts() {
+        let mut budget = DriverBudget::new(10);
         assert!(!budget.overspent(&Wall), "nothing spent");
         let mark = budget.mark(&Wall);
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        // However long the host takes, only the charged calls count.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let access = budget.model().set_access_ns;
+        budget.charge(access);
         budget.spend(&Wall, mark);
-        assert!(budget.spent_ns >= 2_000_000);
-        assert!(budget.overspent(&Wall), "a budget of nothing is spent by any work");
+        assert_eq!(budget.spent_ns, access);
+        // A charge before the next mark does not count.
+        budget.charge(1_000_000);
+        let mark = budget.mark(&Wall);
+        budget.spend(&Wall, mark);
+        assert_eq!(budget.spent_ns, access);
+        // 20 ms have passed: 34 µs is within 1% of them.
+        assert!(!budget.overspent(&Wall));
+        let mark = budget.mark(&Wall);
+        budget.charge(10_000_000);
+        budget.spend(&Wall, mark);
+        assert!(budget.overspent(&Wall), "10 ms of calls are over 1% of the time since the range opened");
+        let mut none = DriverBudget::new(0);
+        let mark = none.mark(&Wall);
+        none.charge(1);
+        none.spend(&Wall, mark);
+        assert!(none.overspent(&Wall), "a budget of nothing is spent by any work");
+    }
+
+    #[test]
+    fn a_simulated_device_counts_its_own_model_which_the_charges_match() {
+        let sim = Arc::new(SimDevice::new(SimDeviceConfig::default()));
+        sim.advance_clock(1);
+        let range = sim.reserve_range(64 * MIB).unwrap();
+        sim.map(range, 4 * MIB).unwrap();
+        let mut budget = DriverBudget::new(10);
+        let driver_ns = |sim: &SimDevice| match sim.driver_clock() {
+            DriverClock::Simulated { driver_ns, .. } => driver_ns,
+            other => panic!("{other:?}"),
+        };
+        let mark = budget.mark(&*sim);
+        let before = driver_ns(&sim);
+        sim.remap(range, range + 32 * MIB, 4 * MIB).unwrap();
+        budget.charge(budget.model().batched(&[2 * MIB, 2 * MIB], CostModel::remap, true));
+        budget.spend(&*sim, mark);
+        assert_eq!(budget.spent_ns, driver_ns(&sim) - before);
+        assert_eq!(budget.spent_ns, budget.model().remap(2, 2 * MIB), "one access call for the batch");
     }
 }

@@ -22,7 +22,7 @@ use super::growth_policy::GrowthPolicy;
 use super::page_policy::PagePolicy;
 use super::pool_device::PoolDevice;
 use super::space::Backing;
-use crate::backend::Backend;
+use crate::backend::{Backend, CostModel};
 use crate::counters::ReservedCounters;
 use crate::error::{Error, Result};
 use crate::range_allocator::{Carved, FreePlace, RangeAllocator};
@@ -570,8 +570,9 @@ impl VirtualSpace {
             return Ok(());
         }
         let moves = self.cover(sources, short);
-        let (moved, outcome) =
-            self.transfer_pages(&moves, device, |backend, from, to, bytes| backend.remap(from, to, bytes));
+        let (moved, outcome) = self.transfer_pages(&moves, device, CostModel::remap, |backend, from, to, bytes| {
+            backend.remap(from, to, bytes)
+        });
         for from in &moved {
             self.chunks.set_mapped(from.clone(), false);
         }
@@ -595,9 +596,11 @@ impl VirtualSpace {
             return Ok(());
         }
         let event = device.backend.record_event(stream)?;
+        self.budget.charge(self.budget.model().record_event_ns);
         device.order.counters.events_recorded.fetch_add(1, Ordering::Relaxed);
-        let (aliased, outcome) =
-            self.transfer_pages(&moves, device, |backend, from, to, bytes| backend.alias(from, to, bytes));
+        let (aliased, outcome) = self.transfer_pages(&moves, device, CostModel::alias, |backend, from, to, bytes| {
+            backend.alias(from, to, bytes)
+        });
         device.counters.rare.chunks_aliased.fetch_add(chunk_count(&aliased) as u64, Ordering::Relaxed);
         if aliased.is_empty() {
             device.backend.release_event(event);
@@ -617,11 +620,13 @@ impl VirtualSpace {
 
     /// Gives the pages of `moves` to their slots, a device call (`transfer`: from, to, bytes) per batch,
     /// and records them mapped there; returns the runs they came from (those the calls before a failure
-    /// gave), beside the failure's error if one stopped them.
+    /// gave), beside the failure's error if one stopped them. Each call is charged to the driver budget at
+    /// `price` (per batch of equal pages, [`CostModel::batched`]).
     fn transfer_pages(
         &mut self,
         moves: &[PageMove],
         device: &PoolDevice,
+        price: fn(&CostModel, u64, u64) -> u64,
         transfer: impl Fn(&dyn Backend, u64, u64, u64) -> Result<()>,
     ) -> (Vec<Range<usize>>, Result<()>) {
         let mut done = Vec::new();
@@ -633,6 +638,8 @@ impl VirtualSpace {
                 return (done, Err(err));
             }
             let pages = self.chunks.pages_of(from.clone());
+            let sizes: Vec<u64> = pages.iter().map(|page| self.chunks.bytes(page.len())).collect();
+            self.budget.charge(self.budget.model().batched(&sizes, price, true));
             self.chunks.set_mapped_like(&pages, batch[0].to);
             self.chunks.count_moved(from.len());
             done.push(from);
@@ -675,7 +682,10 @@ impl VirtualSpace {
         }
         if let Some(stream) = order.only_stream() {
             match device.backend.record_event(stream) {
-                Ok(event) => self.chunks.end_epoch(event),
+                Ok(event) => {
+                    self.budget.charge(self.budget.model().record_event_ns);
+                    self.chunks.end_epoch(event);
+                }
                 // The stream cannot take an event: treat every recent chunk as still in use.
                 Err(_) => return Ok(true),
             }
@@ -689,6 +699,7 @@ impl VirtualSpace {
         let backend = &*device.backend;
         let mut completed = None;
         for (epoch, event) in self.chunks.epoch_events() {
+            self.budget.charge(self.budget.model().query_event_ns);
             if !backend.event_complete(event)? {
                 break;
             }
@@ -734,6 +745,7 @@ impl VirtualSpace {
             && let Some((epoch, event)) = self.chunks.epoch_covering(need)
         {
             device.backend.wait_event(event)?;
+            self.budget.charge(self.budget.model().synchronize_ns);
             device.order.counters.event_waits.fetch_add(1, Ordering::Relaxed);
             for event in self.chunks.complete_through(epoch) {
                 device.backend.release_event(event);
@@ -746,6 +758,7 @@ impl VirtualSpace {
     /// Waits for the whole device: every idle chunk becomes safe to move or unmap.
     fn wait_for_device(&mut self, device: &PoolDevice) -> Result<()> {
         device.order.synchronize(&*device.backend)?;
+        self.budget.charge(self.budget.model().synchronize_ns);
         for event in self.chunks.device_idle() {
             device.backend.release_event(event);
         }
@@ -849,7 +862,10 @@ impl VirtualSpace {
         let mark = self.budget.mark(&*device.backend);
         let unmapped = retirement.runs.into_iter().try_for_each(|run| {
             let (addr, bytes) = self.chunks.extent(&run);
-            device.call(|backend| backend.unmap(addr, bytes))
+            let sizes: Vec<u64> = self.chunks.pages_of(run).iter().map(|page| self.chunks.bytes(page.len())).collect();
+            device.call(|backend| backend.unmap(addr, bytes))?;
+            self.budget.charge(self.budget.model().batched(&sizes, CostModel::unmap_only, false));
+            Ok(())
         });
         self.budget.spend(&*device.backend, mark);
         unmapped
