@@ -609,9 +609,15 @@ fn adaptive_pages_grow_with_the_pool() {
 /// pool's peak reserved bytes, its chunks moved, and the device calls it made.
 fn churn_with_a_budget(per_mille: u64) -> (u64, u64, u64) {
     let device = Arc::new(SimDevice::default());
+    churn_on(device.clone(), per_mille, &|i| device.advance_clock(i as i64), &|| device.counters().memory_calls())
+}
+
+/// The churn of [`churn_with_a_budget`] through a pool on `backend`, calling `tick` with each request's
+/// index, and `calls` for the device calls made at the end.
+fn churn_on(backend: Arc<dyn Backend>, per_mille: u64, tick: &dyn Fn(u64), calls: &dyn Fn() -> u64) -> (u64, u64, u64) {
     let policy = vrampool::PagePolicy { driver_per_mille: per_mille, ..vrampool::PagePolicy::default() };
     let config = DynamicConfig::default().initial_size(0).paging(vrampool::Paging::Adaptive(policy));
-    let pool = DynamicPool::new(device.clone(), config).unwrap();
+    let pool = DynamicPool::new(backend, config).unwrap();
     let mut seed = 7u64;
     let mut size = move || {
         seed ^= seed << 13;
@@ -621,9 +627,8 @@ fn churn_with_a_budget(per_mille: u64) -> (u64, u64, u64) {
         (256.0 * (15.0 * (seed % 10_000) as f64 / 10_000.0).exp2()) as u64
     };
     let mut live: Vec<u64> = Vec::new();
-    // One request a microsecond.
     for i in 0..20_000u64 {
-        device.advance_clock(i as i64);
+        tick(i);
         if live.len() == 200 {
             let slot = (i * 7919 % 200) as usize;
             pool.free(live.swap_remove(slot)).unwrap();
@@ -631,7 +636,100 @@ fn churn_with_a_budget(per_mille: u64) -> (u64, u64, u64) {
         live.push(pool.alloc(size()).unwrap().addr);
     }
     let stats = pool.stats();
-    (stats.reserved_bytes.peak, stats.chunks_moved, device.counters().memory_calls())
+    (stats.reserved_bytes.peak, stats.chunks_moved, calls())
+}
+
+/// The simulated device, timed as a real device is: by the host's clock ([`DriverClock::Wall`]).
+#[derive(Debug)]
+struct WallClocked(SimDevice);
+
+impl Backend for WallClocked {
+    fn name(&self) -> String {
+        "sim timed by the host's clock".into()
+    }
+    fn capacity(&self) -> u64 {
+        self.0.capacity()
+    }
+    fn segment_alignment(&self) -> u64 {
+        self.0.segment_alignment()
+    }
+    fn segment_unit(&self) -> u64 {
+        self.0.segment_unit()
+    }
+    fn allocate_segment(&self, size: u64) -> vrampool::Result<u64> {
+        self.0.allocate_segment(size)
+    }
+    fn free_segment(&self, addr: u64, size: u64) -> vrampool::Result<()> {
+        self.0.free_segment(addr, size)
+    }
+    fn granularity(&self) -> Option<u64> {
+        self.0.granularity()
+    }
+    fn reserve_range(&self, size: u64) -> vrampool::Result<u64> {
+        self.0.reserve_range(size)
+    }
+    fn release_range(&self, addr: u64, size: u64) -> vrampool::Result<()> {
+        self.0.release_range(addr, size)
+    }
+    fn map(&self, addr: u64, size: u64) -> vrampool::Result<()> {
+        self.0.map(addr, size)
+    }
+    fn driver_clock(&self) -> vrampool::DriverClock {
+        vrampool::DriverClock::Wall
+    }
+    fn supports_large_pages(&self) -> bool {
+        self.0.supports_large_pages()
+    }
+    fn map_pages(&self, addr: u64, pages: &[u64]) -> vrampool::Result<()> {
+        self.0.map_pages(addr, pages)
+    }
+    fn unmap(&self, addr: u64, size: u64) -> vrampool::Result<()> {
+        self.0.unmap(addr, size)
+    }
+    fn remap(&self, from: u64, to: u64, size: u64) -> vrampool::Result<()> {
+        self.0.remap(from, to, size)
+    }
+    fn supports_alias(&self) -> bool {
+        self.0.supports_alias()
+    }
+    fn alias(&self, from: u64, to: u64, size: u64) -> vrampool::Result<()> {
+        self.0.alias(from, to, size)
+    }
+    fn record_event(&self, stream: StreamId) -> vrampool::Result<vrampool::EventId> {
+        self.0.record_event(stream)
+    }
+    fn event_complete(&self, event: vrampool::EventId) -> vrampool::Result<bool> {
+        self.0.event_complete(event)
+    }
+    fn stream_wait_event(&self, stream: StreamId, event: vrampool::EventId) -> vrampool::Result<()> {
+        self.0.stream_wait_event(stream, event)
+    }
+    fn release_event(&self, event: vrampool::EventId) {
+        self.0.release_event(event)
+    }
+    fn wait_event(&self, event: vrampool::EventId) -> vrampool::Result<()> {
+        self.0.wait_event(event)
+    }
+    fn synchronize(&self) -> vrampool::Result<()> {
+        self.0.synchronize()
+    }
+}
+
+/// On a device timed by the host's clock, the budget charges each move at the cost model's price, not at
+/// the host's time of the call: a churn back to back on a device whose calls take the host microseconds
+/// (the simulated device's) is bounded as on a real GPU, whose calls take tens.
+#[test]
+fn a_real_clock_charges_moves_at_the_cost_models_price() {
+    let run = |per_mille| {
+        let device = Arc::new(WallClocked(SimDevice::default()));
+        let calls = device.clone();
+        churn_on(device, per_mille, &|_| {}, &|| calls.0.counters().memory_calls())
+    };
+    let (bounded_peak, bounded_moves, bounded_calls) = run(10);
+    let (free_peak, free_moves, free_calls) = run(1000);
+    assert!(bounded_moves * 5 < free_moves, "moves: {bounded_moves} with the budget, {free_moves} without");
+    assert!(bounded_calls < free_calls, "device calls: {bounded_calls} with the budget, {free_calls} without");
+    assert!(bounded_peak >= free_peak, "the moves saved memory: {bounded_peak} against {free_peak}");
 }
 
 /// Over its budget of driver time, a pool sizing its own pages stops moving idle pages for each block that
