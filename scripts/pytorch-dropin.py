@@ -294,14 +294,25 @@ def t_statistics(torch, ctx):
 
 
 def t_snapshot(torch, ctx):
+    started_us = time.time() * 1e6
     torch.cuda.memory._record_memory_history(max_entries=100_000)
     kept = [torch.empty(size, dtype=torch.uint8, device="cuda") for size in (3 * MIB, 5 * MIB, 7 * MIB)]
+    time.sleep(0.05)
     freed = torch.empty(11 * MIB, dtype=torch.uint8, device="cuda")
     freed_addr = freed.data_ptr()
     del freed
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
+    ended_us = time.time() * 1e6
     trace = snapshot["device_traces"][torch.cuda.current_device()]
+    # Each entry's time is in microseconds of Unix time, as the viewer and `vrampool advise` read it.
+    times = [e["time_us"] for e in trace if e["action"] in ("alloc", "free_requested", "free_completed")]
+    assert times == sorted(times), "trace times out of order"
+    assert all(started_us - 1e6 <= t <= ended_us + 1e6 for t in times), (
+        f"trace times {times[0]} to {times[-1]} are not microseconds of Unix time within the test's "
+        f"{started_us:.0f} to {ended_us:.0f}"
+    )
+    assert times[-1] - times[0] >= 40_000, f"the 50 ms sleep spans {times[-1] - times[0]} microseconds in the trace"
     allocs = {(e["addr"], e["size"]) for e in trace if e["action"] == "alloc"}
     for t in kept:
         assert (t.data_ptr(), t.numel()) in allocs, f"no alloc record for {t.numel()} bytes at {t.data_ptr():#x}"

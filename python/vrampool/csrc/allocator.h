@@ -18,6 +18,7 @@
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/util/ApproximateClock.h>
 
 #include <atomic>
 #include <cstddef>
@@ -226,7 +227,10 @@ class VrampoolAllocator final : public cca::CUDAAllocator {
   std::atomic<cca::RecordContext> record_when_{cca::RecordContext::NEVER};
   size_t max_entries_ = 0;
   std::unordered_set<std::string> skip_actions_;
+  // Each entry's time, as recorded, is the approximate clock's reading (c10::getApproximateTime); a snapshot
+  // gives it in microseconds of Unix time, as PyTorch's allocator does, through this converter.
   std::deque<TraceEntry> traces_[kMaxDevices];
+  c10::ApproximateClockToUnixTimeConverter clock_converter_;
   // Sizes (and contexts) of blocks allocated while history was on, for their free records and the snapshot.
   std::unordered_map<void*, std::pair<size_t, std::shared_ptr<c10::GatheredContext>>> history_blocks_;
   std::vector<cca::OutOfMemoryObserver> oom_observers_;

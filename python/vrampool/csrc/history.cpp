@@ -219,8 +219,14 @@ cca::SnapshotInfo VrampoolAllocator::snapshot(c10::MempoolId_t mempool_id, bool 
       }
     }
     info.device_traces.resize(devices);
+    // Recorded in the approximate clock's units; PyTorch's snapshots, its memory viewer and `vrampool advise`
+    // read microseconds of Unix time.
+    const auto to_ns = clock_converter_.makeConverter();
     for (int device = 0; device < devices; ++device) {
       info.device_traces[device].assign(traces_[device].begin(), traces_[device].end());
+      for (TraceEntry& entry : info.device_traces[device]) {
+        entry.time_.t_ = to_ns(entry.time_.approx_t_) / 1000;
+      }
     }
   } else {
     info.device_traces.resize(devices);
