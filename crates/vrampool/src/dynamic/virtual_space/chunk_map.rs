@@ -273,6 +273,12 @@ impl ChunkMap {
         pages
     }
 
+    /// The bytes of each of `pages`, in order: what a device call on them is priced by
+    /// ([`crate::CostModel::batched`]).
+    pub(super) fn page_bytes(&self, pages: &[Range<usize>]) -> Vec<u64> {
+        pages.iter().map(|page| self.bytes(page.len())).collect()
+    }
+
     /// Whole idle pages, highest addresses first, at most `limit` chunks in all (a page that would pass it
     /// is left out); only those no queued work can still touch where `safe_only`.
     pub(super) fn idle_pages(&self, limit: usize, safe_only: bool) -> Vec<Range<usize>> {

@@ -525,7 +525,7 @@ impl VirtualSpace {
         for batch in page_batches(&pages) {
             let run = batch[0].start..batch[batch.len() - 1].end;
             let (addr, bytes) = self.chunks.extent(&run);
-            let sizes: Vec<u64> = batch.iter().map(|page| self.chunks.bytes(page.len())).collect();
+            let sizes = self.chunks.page_bytes(batch);
             match device.call(|backend| backend.map_pages(addr, &sizes)) {
                 Ok(()) => {}
                 Err(err) if err.is_out_of_memory() => return Ok(Outcome::Refused),
@@ -638,7 +638,7 @@ impl VirtualSpace {
                 return (done, Err(err));
             }
             let pages = self.chunks.pages_of(from.clone());
-            let sizes: Vec<u64> = pages.iter().map(|page| self.chunks.bytes(page.len())).collect();
+            let sizes = self.chunks.page_bytes(&pages);
             self.budget.charge(self.budget.model().batched(&sizes, price, true));
             self.chunks.set_mapped_like(&pages, batch[0].to);
             self.chunks.count_moved(from.len());
@@ -862,7 +862,7 @@ impl VirtualSpace {
         let mark = self.budget.mark(&*device.backend);
         let unmapped = retirement.runs.into_iter().try_for_each(|run| {
             let (addr, bytes) = self.chunks.extent(&run);
-            let sizes: Vec<u64> = self.chunks.pages_of(run).iter().map(|page| self.chunks.bytes(page.len())).collect();
+            let sizes = self.chunks.page_bytes(&self.chunks.pages_of(run));
             device.call(|backend| backend.unmap(addr, bytes))?;
             self.budget.charge(self.budget.model().batched(&sizes, CostModel::unmap_only, false));
             Ok(())
