@@ -44,3 +44,15 @@ fn a_strategy_option_and_config_string_that_disagree_are_an_error_naming_both() 
     assert_error(&output, "--strategy dynamic and the config string's strategy=hybrid disagree", "disagreeing");
     assert!(output.stdout.is_empty(), "nothing replayed");
 }
+
+#[test]
+fn a_json_replay_gives_the_pools_device_time_beside_the_modelled_driver_time() {
+    let log = small_log("device_time_in_json.csv");
+    let output = vrampool(&["replay", log.to_str().unwrap(), "--json"], Stdio::piped());
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let row: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let driver = row["driver_time_us"].as_f64().expect("driver_time_us");
+    let device = row["device_time_us"].as_f64().expect("device_time_us");
+    assert!(driver > 0.0, "the pool mapped memory on the simulated device: {row}");
+    assert!(device > 0.0 && device.is_finite(), "the host's time in that work: {row}");
+}

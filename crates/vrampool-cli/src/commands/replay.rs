@@ -60,6 +60,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             synchronizations: result.stats.synchronizations,
             event_waits: result.stats.event_waits,
             host_blocked_us: result.host_blocked_us,
+            device_time_us: result.stats.device_time_ns as f64 / 1000.0,
             check: check.clone(),
         };
         outln!(out, "{}", serde_json::to_string_pretty(&output).expect("plain data"))?;
@@ -107,6 +108,10 @@ struct ReplayOutput {
     event_waits: u64,
     /// The simulated GPU's modelled time the program was blocked in those waits (0 on a real GPU).
     host_blocked_us: f64,
+    /// The host's time in the pool's device work while replaying (maps, moves, aliases, event calls and
+    /// waits), as the pool measured it: on a real GPU the driver's calls; on the simulated device only its
+    /// bookkeeping (`driver_time_us` is the modelled driver time there).
+    device_time_us: f64,
     check: Option<SimulationCheck>,
 }
 
