@@ -34,7 +34,12 @@ pub fn figure_cells(row: &ComparisonRow) -> [String; 8] {
     ]
 }
 
-/// The config column of one row: its config string, or `(recorded)` for PyTorch's recorded figures.
+/// The config column of one row: its config string, `(modelled)` for PyTorch's expandable segments as
+/// modelled, or `(recorded)` for PyTorch's recorded figures.
 pub fn config_cell(row: &ComparisonRow) -> String {
-    row.config.clone().unwrap_or_else(|| "(recorded)".into())
+    match &row.config {
+        Some(config) => config.clone(),
+        None if row.strategy == "expandable" => "(modelled)".into(),
+        None => "(recorded)".into(),
+    }
 }

@@ -1,9 +1,12 @@
-//! One row of `vrampool compare`: a strategy's figures on a trace, or PyTorch's own.
+//! One row of `vrampool compare`: a strategy's figures on a trace, PyTorch's own, or those of PyTorch's
+//! expandable segments as modelled.
 
 use serde::{Deserialize, Serialize};
 use vrampool::CostModel;
 use vrampool_trace::{EventKind, PytorchBaseline, Trace};
 
+use crate::expandable_model::expandable_segments;
+use crate::replay_plan::ReplayPlan;
 use crate::replay_result::ReplayResult;
 
 /// The virtual-memory granularity PyTorch's expandable segments map in on an H200.
@@ -15,9 +18,10 @@ const GRANULARITY: u64 = 2 << 20;
 pub struct ComparisonRow {
     /// The trace's file name without directory.
     pub trace: String,
-    /// `fixed`, `dynamic`, `hybrid` or `pytorch`.
+    /// `fixed`, `dynamic`, `hybrid`, `adaptive`, `pytorch` (PyTorch's recorded figures) or `expandable`
+    /// (PyTorch's expandable segments, modelled: [`crate::expandable_segments`]).
     pub strategy: String,
-    /// The config string (null for PyTorch's recorded baseline).
+    /// The config string (null for PyTorch's rows).
     pub config: Option<String>,
     /// Events in the trace.
     pub events: u64,
@@ -27,16 +31,17 @@ pub struct ComparisonRow {
     pub peak_reserved_bytes: u64,
     /// Peak live over peak reserved (null where nothing was reserved).
     pub utilization: Option<f64>,
-    /// Requests served outside the strategy's main structure (null for PyTorch).
+    /// Requests served outside the strategy's main structure (null for PyTorch's rows).
     pub fallbacks: Option<u64>,
     /// Requests refused for lack of memory (for PyTorch: its recorded out-of-memory events).
     pub ooms: Option<u64>,
-    /// Device calls (for PyTorch: its recorded segment allocations, frees, maps and unmaps).
+    /// Device calls (for PyTorch: its recorded segment allocations, frees, maps and unmaps; for expandable
+    /// segments: the modelled maps).
     pub backend_calls: Option<u64>,
     /// The cost model's time in the driver, in microseconds (for PyTorch: its recorded segment calls
     /// priced by the same model).
     pub driver_time_us: Option<f64>,
-    /// The pool's own CPU time per event in nanoseconds (null for PyTorch).
+    /// The pool's own CPU time per event in nanoseconds (null for PyTorch's rows).
     pub replay_ns_per_event: Option<f64>,
 }
 
@@ -108,6 +113,27 @@ impl ComparisonRow {
             replay_ns_per_event: None,
         })
     }
+
+    /// The figures of PyTorch's caching allocator with expandable segments on the requests of `plan`, by
+    /// the model ([`crate::expandable_segments`]), its maps priced by the default cost model: what the
+    /// trace's program would reserve with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+    pub fn expandable(plan: &ReplayPlan) -> Self {
+        let figures = expandable_segments(plan, &CostModel::default());
+        ComparisonRow {
+            trace: plan.name.clone(),
+            strategy: "expandable".into(),
+            config: None,
+            events: plan.events,
+            peak_live_bytes: figures.peak_live_bytes,
+            peak_reserved_bytes: figures.peak_reserved_bytes,
+            utilization: figures.utilization(),
+            fallbacks: None,
+            ooms: Some(0),
+            backend_calls: Some(figures.maps),
+            driver_time_us: Some(figures.driver_ns as f64 / 1000.0),
+            replay_ns_per_event: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -131,5 +157,19 @@ mod tests {
         assert_eq!((row.strategy.as_str(), row.config.as_deref()), ("pytorch", None));
         assert_eq!(row.peak_reserved_bytes, 2 << 20);
         assert_eq!(row.backend_calls, Some(1));
+    }
+
+    #[test]
+    fn expandable_segments_figures_come_from_the_requests() {
+        let t = trace(vec![
+            Event::new(0, EventKind::Alloc, 0x1000, 30 << 20, 0),
+            Event::new(1, EventKind::Free, 0x1000, 30 << 20, 0),
+        ]);
+        let row = ComparisonRow::expandable(&ReplayPlan::from_trace(&t).unwrap());
+        assert_eq!((row.strategy.as_str(), row.config.as_deref()), ("expandable", None));
+        assert_eq!((row.peak_live_bytes, row.peak_reserved_bytes), (30 << 20, 40 << 20), "two pages of 20 MiB");
+        assert_eq!(row.utilization, Some(0.75));
+        assert_eq!(row.backend_calls, Some(1));
+        assert!(row.driver_time_us.unwrap() > 0.0);
     }
 }

@@ -8,6 +8,8 @@
 //! - [`advise`] sweeps each strategy's parameters and recommends one;
 //! - [`ShortDuration`] tells a trace too short for the driver-time budget (times that are not the
 //!   microseconds of the run it recorded);
+//! - [`expandable_segments`] models what PyTorch's caching allocator with expandable segments reserves for a
+//!   trace's requests, the baseline vrampool's default is held to;
 //! - [`ComparisonRow`] is one row of `vrampool compare`, with the JSON keys the command promises.
 //!
 //! ```no_run
@@ -26,6 +28,7 @@ mod advice;
 mod candidates;
 mod comparison_row;
 mod error;
+mod expandable_model;
 mod replay;
 mod replay_plan;
 mod replay_result;
@@ -36,6 +39,7 @@ pub use advice::{Advice, DRIVER_BUDGET, Objective, StrategyAdvice, advise};
 pub use candidates::candidates;
 pub use comparison_row::ComparisonRow;
 pub use error::{Error, Result};
+pub use expandable_model::{ExpandableFigures, expandable_segments};
 pub use replay::{ReplayOptions, ReplayTarget, replay, replay_logged, replay_on};
 pub use replay_plan::{Operation, ReplayPlan};
 pub use replay_result::{ReplayResult, TimelinePoint};

@@ -1,4 +1,5 @@
-//! `vrampool compare`: each strategy at its best configuration on each trace, beside PyTorch.
+//! `vrampool compare`: each strategy at its best configuration on each trace, beside PyTorch's recorded
+//! figures and its expandable segments as modelled.
 
 use std::io::Write;
 
@@ -23,6 +24,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
         let mut trace_rows: Vec<ComparisonRow> =
             advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         trace_rows.extend(ComparisonRow::pytorch(&trace));
+        trace_rows.push(ComparisonRow::expandable(&plan));
         if !args.json {
             let title = format!("{}{}", trace.name, super::lag_note(&args.options));
             outln!(out, "{}", render(&title, &trace_rows, &advice))?;
@@ -38,10 +40,18 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
 }
 
 /// Every trace's utilization by strategy, in one table: the tunable strategies at their best, the
-/// default as it is, PyTorch as recorded.
+/// default as it is, PyTorch as recorded, PyTorch's expandable segments as modelled.
 pub fn summary(rows: &[ComparisonRow]) -> String {
-    let columns = ["fixed", "dynamic", "hybrid", "adaptive", "pytorch"];
-    let mut table = Table::new(&["trace", "fixed", "dynamic", "hybrid", "adaptive (default)", "pytorch (recorded)"]);
+    let columns = ["fixed", "dynamic", "hybrid", "adaptive", "pytorch", "expandable"];
+    let mut table = Table::new(&[
+        "trace",
+        "fixed",
+        "dynamic",
+        "hybrid",
+        "adaptive (default)",
+        "pytorch (recorded)",
+        "expandable (modelled)",
+    ]);
     let mut traces: Vec<&str> = Vec::new();
     for row in rows {
         if !traces.contains(&row.trace.as_str()) {
@@ -82,7 +92,7 @@ pub fn render(name: &str, rows: &[ComparisonRow], advice: &Advice) -> String {
         table.row(cells);
     }
     let events = rows.first().map_or(0, |r| r.events);
-    let no_pytorch = if rows.iter().any(|r| r.config.is_none()) {
+    let no_pytorch = if rows.iter().any(|r| r.strategy == "pytorch") {
         ""
     } else {
         "pytorch: no figures of its own in this trace (no segment events recorded)\n"
@@ -119,6 +129,7 @@ mod tests {
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let mut rows: Vec<ComparisonRow> = advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect();
         rows.extend(ComparisonRow::pytorch(&trace));
+        rows.push(ComparisonRow::expandable(&plan));
         render("t", &rows, &advice)
     }
 
@@ -138,7 +149,8 @@ mod tests {
             .unwrap(),
         )]);
         let row = summary.lines().find(|l| l.starts_with("t ")).expect("a row for the trace");
-        assert!(row.contains("1.000") && row.matches(" - ").count() + row.matches(" -").count() >= 4, "{summary}");
+        assert!(row.contains("1.000") && row.matches(" - ").count() + row.matches(" -").count() >= 5, "{summary}");
+        assert!(summary.contains("expandable (modelled)"), "{summary}");
         assert!(summary.contains("adaptive (default)"), "{summary}");
     }
 
@@ -150,5 +162,10 @@ mod tests {
         let without = table(false);
         assert!(!without.lines().any(|l| l.starts_with("pytorch ")), "{without}");
         assert!(without.contains("pytorch: no figures of its own in this trace (no segment events recorded)"));
+        for table in [with, without] {
+            let row = table.lines().find(|l| l.starts_with("expandable ")).expect("a modelled row in every table");
+            // The 1 MiB requests in a small page of 2 MiB, the 2 and 3 MiB ones in a large page of 20.
+            assert!(row.contains("(modelled)") && row.contains("22 MiB"), "{table}");
+        }
     }
 }

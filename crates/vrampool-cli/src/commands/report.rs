@@ -19,7 +19,8 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<()> {
         let plan = ReplayPlan::from_trace(&trace)?;
         let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
         let pytorch = ComparisonRow::pytorch(&trace);
-        reports.push(TraceReport { trace, plan, advice, pytorch });
+        let expandable = ComparisonRow::expandable(&plan);
+        reports.push(TraceReport { trace, plan, advice, pytorch, expandable });
     }
     let html = report_html::render(&reports, args.options.gpu_lag_ms);
     std::fs::write(&args.output, html)

@@ -5,11 +5,15 @@ use vrampool_replay::{Advice, ComparisonRow};
 use super::escape::{config_html, escape};
 use crate::comparison_columns::{COLUMNS, config_cell, figure_cells};
 
-/// The table: each strategy's best configuration, then PyTorch's recorded figures where the trace has them;
-/// the recommended row is marked.
-pub fn comparison_table(advice: &Advice, pytorch: Option<&ComparisonRow>) -> String {
-    let rows: Vec<ComparisonRow> =
-        advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).chain(pytorch.cloned()).collect();
+/// The table: each strategy's best configuration, then `others` (PyTorch's recorded figures where the trace
+/// has them, its expandable segments as modelled); the recommended row is marked.
+pub fn comparison_table(advice: &Advice, others: &[&ComparisonRow]) -> String {
+    let rows: Vec<ComparisonRow> = advice
+        .strategies
+        .iter()
+        .map(|s| ComparisonRow::from(&s.best))
+        .chain(others.iter().map(|&row| row.clone()))
+        .collect();
     let mut html = String::from("<table class=\"comparison\">\n<thead><tr>");
     for column in COLUMNS {
         html.push_str(&format!("<th>{}</th>", escape(column)));
@@ -111,9 +115,11 @@ mod tests {
             driver_time_us: Some(2200.0),
             replay_ns_per_event: None,
         };
-        let html = comparison_table(&advice(), Some(&pytorch));
+        let expandable = ComparisonRow { strategy: "expandable".into(), ..pytorch.clone() };
+        let html = comparison_table(&advice(), &[&pytorch, &expandable]);
         assert_eq!(html.matches("<th>").count(), 10);
-        assert_eq!(html.matches("<tr class=").count(), 4);
+        assert_eq!(html.matches("<tr class=").count(), 5);
+        assert!(html.contains("<code>(modelled)</code>"), "{html}");
         assert!(html.contains("<tr class=\"s-dynamic recommended\">"), "{html}");
         assert_eq!(html.matches("recommended").count(), 2, "the row's class and its badge: {html}");
         assert!(html.contains("<td class=\"number\">1,685 MiB</td>"), "{html}");

@@ -37,6 +37,8 @@ pub struct TraceReport {
     pub advice: Advice,
     /// PyTorch's recorded figures; `None` where the trace records none ([`ComparisonRow::pytorch`]).
     pub pytorch: Option<ComparisonRow>,
+    /// PyTorch's expandable segments on the trace's requests, as modelled ([`ComparisonRow::expandable`]).
+    pub expandable: ComparisonRow,
 }
 
 /// The report page of `reports`, one section each, replayed on a simulated GPU `gpu_lag_ms` milliseconds

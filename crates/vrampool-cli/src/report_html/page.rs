@@ -3,7 +3,7 @@
 //! inline stylesheet, no script, nothing fetched.
 
 use vrampool::{PoolSpec, Strategy, human_bytes, short_bytes};
-use vrampool_replay::{ReplayPlan, ReplayResult, SizeProfile};
+use vrampool_replay::{ComparisonRow, ReplayPlan, ReplayResult, SizeProfile};
 
 use super::TraceReport;
 use super::comparison_table::{advice_box, comparison_table};
@@ -93,7 +93,8 @@ fn trace_section(index: usize, report: &TraceReport) -> String {
     }
     html.push_str(&format!("<p class=\"meta\">{}.</p>\n", escape(&meta)));
     html.push_str(&advice_box(&report.advice));
-    html.push_str(&comparison_table(&report.advice, report.pytorch.as_ref()));
+    let others: Vec<&ComparisonRow> = report.pytorch.iter().chain([&report.expandable]).collect();
+    html.push_str(&comparison_table(&report.advice, &others));
 
     html.push_str("<h3>Memory over time</h3>\n");
     let replay_step = plan.operations.len().div_ceil(PYTORCH_POINTS).max(1);
@@ -246,6 +247,7 @@ section.trace { background: #fff; border: 1px solid var(--line); border-radius: 
 .s-fixed { --c: var(--fixed); } .s-dynamic { --c: var(--dynamic); } .s-hybrid { --c: var(--hybrid); }
 .s-adaptive { --c: var(--adaptive); }
 .s-pytorch { --c: var(--pytorch); }
+.s-expandable { --c: var(--pytorch); }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); margin-right: 7px; }
 code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 0.9em; background: #eef1f4;
   padding: 1px 5px; border-radius: 4px; }
@@ -312,7 +314,7 @@ svg .flow-label { font-size: 11px; fill: var(--muted); font-style: italic; }
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vrampool_replay::{ComparisonRow, ReplayOptions, advise};
+    use vrampool_replay::{ReplayOptions, advise};
     use vrampool_trace::{Event, EventKind, Trace};
 
     /// A trace named with markup, of allocations of a few sizes on PyTorch's segments, and its report.
@@ -330,7 +332,8 @@ mod tests {
         let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let pytorch = ComparisonRow::pytorch(&trace);
-        TraceReport { trace, plan, advice, pytorch }
+        let expandable = ComparisonRow::expandable(&plan);
+        TraceReport { trace, plan, advice, pytorch, expandable }
     }
 
     /// A trace without segment events (a CSV log) has no figures of PyTorch's: no PyTorch row, panel or
@@ -405,7 +408,8 @@ mod tests {
         let plan = ReplayPlan::from_trace(&trace).unwrap();
         let advice = advise(&plan, &Strategy::ALL, &ReplayOptions::default(), &|_, _| {}).expect("the sweep runs");
         let pytorch = ComparisonRow::pytorch(&trace);
-        let html = page(&[TraceReport { trace, plan, advice, pytorch }], 0.0);
+        let expandable = ComparisonRow::expandable(&plan);
+        let html = page(&[TraceReport { trace, plan, advice, pytorch, expandable }], 0.0);
         assert!(html.contains("over 9223372036854.8 s"), "the trace's whole duration");
         assert!(!html.contains("NaN") && !html.contains("-9223372036854"), "no figure that did not compute or wrapped");
     }
