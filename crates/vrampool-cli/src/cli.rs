@@ -26,7 +26,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// A table per trace: each strategy at its best configuration, beside PyTorch's recorded figures (where
-    /// the trace has them: a PyTorch snapshot's segment events).
+    /// the trace has them: a PyTorch snapshot's segment events) and what its expandable segments would
+    /// reserve (modelled).
     Compare(CompareArgs),
     /// One strategy on one trace.
     Replay(ReplayArgs),

@@ -36,9 +36,13 @@ fn equal_utilizations_go_to_the_least_driver_time() {
     let fastest = tied.iter().min_by(|a, b| a.2.total_cmp(&b.2)).unwrap();
     assert_eq!(advice["recommended"], fastest.0.as_str(), "{rows:?}");
     assert_eq!(advice["recommended"], "dynamic", "{rows:?}");
+    // Beside PyTorch's recorded figures, what its expandable segments would reserve (modelled): 5,714 MiB.
+    assert_eq!(advice["expandable"]["strategy"], "expandable");
+    assert_eq!(advice["expandable"]["peak_reserved_bytes"], 5714u64 << 20);
 
     let text = vrampool(&["advise", &trace], Stdio::piped());
     let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("expandable segments modelled 5,714 MiB"), "{stdout}");
     let last = stdout.lines().last().unwrap();
     let ranking = vrampool_replay::Objective { driver_budget_us: budget_us }.ranking();
     assert_eq!(last, format!("({ranking})"));

@@ -26,6 +26,8 @@ struct AdviceOutput {
     strategies: Vec<ComparisonRow>,
     /// PyTorch's recorded figures; null where the trace records none.
     pytorch: Option<ComparisonRow>,
+    /// PyTorch's expandable segments on the trace's requests, as modelled.
+    expandable: ComparisonRow,
 }
 
 /// Runs the sweep and prints the recommendation.
@@ -34,6 +36,7 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
     let plan = ReplayPlan::from_trace(&trace)?;
     let advice = advise_with_progress(&plan, &replay_options(&args.options))?;
     let pytorch = ComparisonRow::pytorch(&trace);
+    let expandable = ComparisonRow::expandable(&plan);
     let best = advice.recommended_result();
     if args.json {
         let output = AdviceOutput {
@@ -45,6 +48,7 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
             objective: advice.objective,
             strategies: advice.strategies.iter().map(|s| ComparisonRow::from(&s.best)).collect(),
             pytorch,
+            expandable,
         };
         outln!(out, "{}", serde_json::to_string_pretty(&output).expect("plain data"))?;
         return Ok(());
@@ -67,9 +71,10 @@ pub fn run(args: &AdviseArgs, out: &mut dyn Write) -> Result<()> {
     outln!(out, "config:      {}", advice.config)?;
     outln!(
         out,
-        "predicted:   peak reserved {} (PyTorch recorded {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
+        "predicted:   peak reserved {} (PyTorch recorded {}, expandable segments modelled {}), utilization {:.3} (PyTorch {}), driver {:.1} ms (PyTorch {} ms)",
         whole_mib(best.peak_reserved_bytes),
         or_dash(pytorch.as_ref().map(|p| whole_mib(p.peak_reserved_bytes))),
+        whole_mib(expandable.peak_reserved_bytes),
         best.utilization,
         or_dash(pytorch.as_ref().and_then(|p| p.utilization).map(|u| format!("{u:.3}"))),
         best.driver_time_us / 1000.0,
