@@ -1,8 +1,10 @@
 //! What the trace-reading fuzz targets check of every input: reading it, strictly and leniently, ends in a
 //! trace or an error, never a panic; a trace read writes out as a vrampool CSV log that reads back to the
-//! same events; its summary, PyTorch's figures and its replay plan compute.
+//! same events; its summary, PyTorch's figures, its replay plan and the model of PyTorch's expandable segments
+//! on it compute.
 
-use vrampool_replay::{ReplayPlan, SizeProfile};
+use vrampool::CostModel;
+use vrampool_replay::{ReplayPlan, SizeProfile, expandable_segments};
 use vrampool_trace::{
     EventKind, PytorchBaseline, ReadOptions, Trace, TraceSummary, VrampoolCsvWriter, parse_trace, parse_traces,
 };
@@ -29,6 +31,11 @@ pub fn check(trace: &Trace) {
         let profile = SizeProfile::of(&plan);
         profile.percentile(0.5);
         profile.sizes_covering(0.9);
+        let expandable = expandable_segments(&plan, &CostModel::default());
+        assert!(
+            expandable.peak_reserved_bytes >= expandable.peak_live_bytes,
+            "expandable segments map at least what is live: {expandable:?}"
+        );
     }
     let mut writer = VrampoolCsvWriter::new(Vec::new()).expect("writing to memory");
     writer.write_trace(trace).expect("writing to memory");
