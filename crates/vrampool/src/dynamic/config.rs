@@ -76,12 +76,11 @@ pub struct DynamicConfig {
     pub wait_for_idle: bool,
     /// With virtual memory and [`DynamicConfig::reclaim_idle`], on a pool used from one stream, where the
     /// device supports it: idle chunks that queued work may still use are given to the new block at once
-    /// by mapping their physical memory at its address as well. The new block's work is queued after that
-    /// work on the same stream, as when a caching allocator reuses a freed block, so neither the wait of
+    /// by mapping their physical memory at its address as well, and unmapped from their old address once
+    /// the work queued before has run. The new block's work is queued after that work on the same stream,
+    /// as when a caching allocator reuses a freed block, so neither the wait of
     /// [`DynamicConfig::wait_for_idle`] nor the new memory of growing around is needed. The old addresses
-    /// stay mapped, holding no memory of their own, until a block lands there (it waits for the work queued
-    /// before the alias, if that has not run, and they are unmapped then) or the pool gives memory back: an
-    /// unmap that no block needs is never made. Default: true.
+    /// stay unusable until then: a block that lands there waits for that work first. Default: true.
     #[serde(default = "default_alias_in_use")]
     pub alias_in_use: bool,
     /// With [`DynamicConfig::alias_in_use`]: a block that lands on old addresses still waiting for their

@@ -1,7 +1,6 @@
 //! The books of a virtual space's address range, chunk by chunk: which chunks are mapped, how many live
 //! blocks touch each, which mapped chunks sit idle under wholly free stretches, and which are retiring:
-//! their memory aliased to another address and still mapped here as well, while queued work may use them
-//! (pending) or until a block needs their addresses (stale). No device calls:
+//! their memory aliased to another address while queued work may still use them here. No device calls:
 //! [`super::VirtualSpace`] makes them and records them here.
 
 use std::collections::VecDeque;
@@ -16,10 +15,7 @@ use crate::backend::EventId;
 /// event on its stream; once that event completes, no work queued before it still touches the chunks that
 /// became idle in that epoch or earlier, and they can be moved without waiting for the device. Idle chunks
 /// that cannot wait for that are aliased ([`ChunkMap::retire`]): they count as unmapped here, and stay
-/// mapped on the device, in a [`Retirement`] until their event completes, then stale
-/// ([`ChunkMap::settle_retirement`]) until a block lands on them or the pool gives its memory back: their
-/// memory is the device's once, whatever number of addresses map it, and an unmap that nothing needs is
-/// a driver call saved.
+/// mapped on the device, in a [`Retirement`], until their event completes.
 #[derive(Debug)]
 pub(super) struct ChunkMap {
     base: u64,
@@ -30,12 +26,8 @@ pub(super) struct ChunkMap {
     granularity_shift: Option<u32>,
     mapped: ChunkSet,
     idle: ChunkSet,
-    /// Chunks retiring: aliased away, still mapped on the device here ([`ChunkMap::retire`]), pending or
-    /// stale.
+    /// Chunks retiring: aliased away, still mapped on the device here ([`ChunkMap::retire`]).
     retiring: ChunkSet,
-    /// The retiring chunks whose batch's work has run ([`ChunkMap::settle_retirement`]): in no
-    /// [`Retirement`], unmapped when a block needs them.
-    stale: ChunkSet,
     /// Per chunk mapped or retiring, log2 of the chunks of the physical page it belongs to: pages of
     /// `2^order` chunks start at a multiple of `2^order` ([`ChunkMap::set_mapped_pages`]).
     page_order: Vec<u8>,
@@ -49,8 +41,8 @@ pub(super) struct ChunkMap {
     moved_since_growth: usize,
     /// Chunks whose physical memory was aliased to another address while queued work may still use them
     /// here, in runs, each batch with the event after which no queued work uses them: still mapped on the
-    /// device, but neither mapped nor idle for the pool, until settled or unmapped. Few at a time, and
-    /// looked at only when the pool calls the device.
+    /// device, but neither mapped nor idle for the pool, until unmapped. Few at a time, and looked at only
+    /// when the pool calls the device.
     retirements: Vec<Retirement>,
 }
 
@@ -90,7 +82,6 @@ impl ChunkMap {
             mapped: ChunkSet::new(chunks),
             idle: ChunkSet::new(chunks),
             retiring: ChunkSet::new(chunks),
-            stale: ChunkSet::new(chunks),
             page_order: vec![0; chunks],
             live: vec![0; chunks],
             idle_since: vec![FRESH; chunks],
@@ -485,65 +476,6 @@ impl ChunkMap {
         self.retirements.push(Retirement { runs, event });
     }
 
-    /// Takes the batch at `position` of [`ChunkMap::retirements`], whose work has run, and keeps its chunks
-    /// mapped on the device as stale: still retiring for placement and for new pages (the device holds a
-    /// mapping there), unmapped only where a block needs them ([`ChunkMap::stale_pages_touching`]) or the
-    /// pool gives its memory back ([`ChunkMap::stale_pages`]). Returns the batch, whose event the caller
-    /// releases.
-    pub(super) fn settle_retirement(&mut self, position: usize) -> Retirement {
-        let retirement = self.retirements.remove(position);
-        for run in &retirement.runs {
-            for index in run.clone() {
-                self.stale.insert(index);
-            }
-        }
-        retirement
-    }
-
-    /// The whole stale pages with a chunk in `runs`, in order: what must be unmapped before those chunks
-    /// are backed again. An alias moves whole pages, so a stale page's chunks are all stale.
-    pub(super) fn stale_pages_touching(&self, runs: &[Range<usize>]) -> Vec<Range<usize>> {
-        let mut pages: Vec<Range<usize>> = Vec::new();
-        for run in runs {
-            for stale in self.stale.runs_in(run.clone(), usize::MAX) {
-                let mut at = stale.start;
-                while at < stale.end {
-                    let page = self.page_at(at);
-                    debug_assert!(self.stale.contains_run(page.clone()), "stale page {page:?} is not wholly stale");
-                    at = page.end;
-                    if pages.last().is_none_or(|last| last.end <= page.start) {
-                        pages.push(page);
-                    }
-                }
-            }
-        }
-        pages
-    }
-
-    /// Every stale page, in order.
-    pub(super) fn stale_pages(&self) -> Vec<Range<usize>> {
-        self.stale_pages_touching(std::slice::from_ref(&(0..self.live.len())))
-    }
-
-    /// Records the stale `page` unmapped: no longer retiring.
-    pub(super) fn unmap_stale(&mut self, page: Range<usize>) {
-        for index in page {
-            debug_assert!(self.stale.contains(index), "chunk {index} is not stale");
-            self.stale.remove(index);
-            self.retiring.remove(index);
-        }
-    }
-
-    /// Whether a chunk of `runs` is retiring (pending or stale): still mapped on the device there.
-    pub(super) fn retiring_in(&self, runs: &[Range<usize>]) -> bool {
-        runs.iter().any(|run| self.retiring.count_in(run.clone()) > 0)
-    }
-
-    /// Chunks mapped on the device at their old addresses after an alias whose work has run.
-    pub(super) fn stale_chunks(&self) -> usize {
-        self.stale.count()
-    }
-
     /// Batches of retiring chunks, oldest first.
     pub(super) fn retirements(&self) -> &[Retirement] {
         &self.retirements
@@ -553,6 +485,18 @@ impl ChunkMap {
     pub(super) fn retirements_touching(&self, runs: &[Range<usize>]) -> Vec<usize> {
         let touched = |r: &Retirement| runs.iter().any(|run| r.touches(run));
         self.retirements.iter().enumerate().filter(|(_, r)| touched(r)).map(|(i, _)| i).collect()
+    }
+
+    /// Takes the batch at `position` of [`ChunkMap::retirements`]: its chunks are no longer retiring (the
+    /// caller unmaps them).
+    pub(super) fn finish_retirement(&mut self, position: usize) -> Retirement {
+        let retirement = self.retirements.remove(position);
+        for run in &retirement.runs {
+            for index in run.clone() {
+                self.retiring.remove(index);
+            }
+        }
+        retirement
     }
 
     /// Whether chunk `index` is retiring.
@@ -585,7 +529,7 @@ mod tests {
     use crate::units::MIB;
 
     #[test]
-    fn retiring_chunks_are_neither_mapped_nor_idle_until_unmapped() {
+    fn retiring_chunks_are_neither_mapped_nor_idle_until_finished() {
         let g = 1024;
         let mut v = ChunkMap::new(1 << 20, 16 * g, g);
         v.set_mapped(0..6, true);
@@ -597,46 +541,11 @@ mod tests {
         assert_eq!(v.extend_run(3..4, 3), 3..4, "a retiring chunk stops the extension");
         assert_eq!(v.retirements_touching(&[2..3, 3..4]), Vec::<usize>::new());
         assert_eq!(v.retirements_touching(&[1..2, 2..3]), vec![0]);
-        assert!(v.retiring_in(std::slice::from_ref(&(1..2))) && !v.retiring_in(std::slice::from_ref(&(2..4))));
         assert_eq!(v.use_span((1 << 20) + g, g), vec![1..2], "a block on a retiring chunk finds it unbacked");
-        assert_eq!(v.unbacked_in((1 << 20) + g, 2 * g), (1, true));
-        assert_eq!(v.stale_chunks(), 0);
-        assert_eq!(
-            v.stale_pages_touching(std::slice::from_ref(&(0..16))),
-            Vec::<Range<usize>>::new(),
-            "pending, not stale"
-        );
-        // Its work has run: the batch leaves the list, its chunks stay mapped on the device, stale.
-        let done = v.settle_retirement(0);
+        let done = v.finish_retirement(0);
         assert_eq!(done, Retirement { runs: vec![0..2, 4..5], event: EventId(9) });
         assert!(v.retirements().is_empty());
-        assert_eq!(v.stale_chunks(), 3);
-        assert_eq!(v.extend_run(3..4, 3), 3..4, "a stale chunk is still mapped on the device");
-        assert!(!v.slot_is_free(&(4..5), &(4..5)) && v.retiring_in(std::slice::from_ref(&(4..5))));
-        assert_eq!(v.unbacked_in((1 << 20) + g, 2 * g), (1, true), "placed last, as a pending one");
-        // Only the stale pages a block needs are unmapped.
-        assert_eq!(v.stale_pages_touching(&[1..2, 3..5]), vec![1..2, 4..5]);
-        assert_eq!(v.stale_pages(), vec![0..1, 1..2, 4..5]);
-        v.unmap_stale(4..5);
-        assert_eq!(v.extend_run(3..4, 3), 3..5, "no longer retiring (chunk 5 is mapped)");
-        assert_eq!((v.stale_chunks(), v.stale_pages()), (2, vec![0..1, 1..2]));
-        assert_eq!(v.unbacked_in((1 << 20) + 4 * g, g), (1, false));
-    }
-
-    /// A stale page is unmapped whole: the pages of an alias move whole.
-    #[test]
-    fn stale_pages_are_whole_pages() {
-        let g = 1024;
-        let mut v = ChunkMap::new(0, 32 * g, g);
-        v.set_mapped_pages(8..12, 2);
-        v.set_mapped_pages(12..14, 1);
-        v.retire(std::iter::once(8..14).collect(), EventId(1));
-        v.settle_retirement(0);
-        assert_eq!(v.stale_pages_touching(std::slice::from_ref(&(9..10))), vec![8..12]);
-        assert_eq!(v.stale_pages_touching(std::slice::from_ref(&(11..13))), vec![8..12, 12..14]);
-        assert_eq!(v.stale_pages_touching(&[0..8, 14..32]), Vec::<Range<usize>>::new());
-        v.unmap_stale(8..12);
-        assert_eq!(v.stale_pages(), vec![12..14]);
+        assert_eq!(v.extend_run(3..4, 3), 3..5, "no longer retiring");
     }
 
     /// Pages of several sizes: a page of `2^k` chunks is idle only when all its chunks are, is found from any

@@ -35,8 +35,8 @@ use crate::units::{MIN_BLOCK, align_up, round_up_to};
 /// Events a space keeps outstanding at most for epochs ended at frees ([`ChunkMap::end_epochs_at_frees`]).
 const MAX_PENDING_EPOCHS: usize = 64;
 
-/// Batches of aliased chunks whose work may not have run, at most ([`DynamicConfig::alias_in_use`]): an
-/// event each. Past it, chunks still in use are waited for or grown around as without aliasing.
+/// Batches of aliased chunks retiring at once at most ([`DynamicConfig::alias_in_use`]); past it, chunks
+/// still in use are waited for or grown around as without aliasing.
 const MAX_RETIREMENTS: usize = 64;
 
 /// The most places a block is carved at to find one that touches no retiring chunk
@@ -222,7 +222,7 @@ impl VirtualSpace {
         drain_first: impl FnOnce() -> bool,
     ) -> Result<Backing> {
         let carved = match self.pages {
-            Some(_) => self.fewest_unbacked(ranges, request, carved)?,
+            Some(_) => self.fewest_unbacked(ranges, request, carved, device)?,
             None => carved,
         };
         let missing = self.chunks.use_span(carved.offset, carved.size);
@@ -267,20 +267,24 @@ impl VirtualSpace {
     /// The place for a block carved at `carved` that would need chunks backed there, with pages the space
     /// sizes itself: among the first [`FREE_BLOCKS_TRIED`] free blocks that hold it, at either end of each
     /// and, in one at least twice the block's size, at either end of each of the first [`MAPPED_RUNS_TRIED`]
-    /// runs of mapped chunks inside it, the place that touches no retiring chunk (pending, which would make
-    /// it wait, or stale, which would cost an unmap on top of its backing) and needs the fewest chunks
-    /// backed (the first found on a tie: the smaller free block, which keeps large free stretches whole);
-    /// the search ends at a place that needs none. `carved` itself where it needs none. Placing
+    /// runs of mapped chunks inside it, the place that touches no retiring chunk and needs the fewest
+    /// chunks backed (the first found on a tie: the smaller free block, which keeps large free stretches
+    /// whole); the search ends at a place that needs none. `carved` itself where it needs none. Placing
     /// blocks where pages are mapped already is what keeps idle pages from moving back and forth.
     fn fewest_unbacked(
         &mut self,
         ranges: &mut RangeAllocator<FreeTag>,
         request: Request,
         carved: Carved<FreeTag>,
+        device: &PoolDevice,
     ) -> Result<Carved<FreeTag>> {
-        let (unbacked, _) = self.chunks.unbacked_in(carved.offset, carved.size);
+        let (unbacked, retiring) = self.chunks.unbacked_in(carved.offset, carved.size);
         if unbacked == 0 {
             return Ok(carved);
+        }
+        if retiring {
+            // Batches whose work has run are unmapped now, without waiting: their chunks are then unbacked.
+            self.unmap_retired(&[], device)?;
         }
         let (span, align) = (carved.size, request.align.max(MIN_BLOCK));
         ranges.free(carved.node, carved.tag);
@@ -349,7 +353,7 @@ impl VirtualSpace {
         if !self.avoid_retiring || self.chunks.retirements().is_empty() {
             return Ok((carved, missing));
         }
-        // Batches whose work has run are settled now, without waiting: only the others would make it wait.
+        // Batches whose work has run are unmapped now, without waiting: only the others would make it wait.
         self.unmap_retired(&[], device)?;
         if self.chunks.retirements_touching(&missing).is_empty() {
             return Ok((carved, missing));
@@ -828,10 +832,9 @@ impl VirtualSpace {
         aliased
     }
 
-    /// Unmaps from their old addresses the retiring chunks among `missing` (a block landed on them, and
-    /// needs them backed), once the work queued before their alias has run, waiting for it if need be; the
-    /// other batches whose work is known to have run are settled, their chunks left mapped as stale
-    /// ([`ChunkMap::settle_retirement`]) until a block needs them.
+    /// Unmaps retiring chunks from their old addresses: those among `missing` (a block landed on them, and
+    /// needs them backed) once the work queued before their alias has run, waiting for it if need be; the
+    /// others where that work is known to have run.
     fn unmap_retired(&mut self, missing: &[Range<usize>], device: &PoolDevice) -> Result<()> {
         let needed = self.chunks.retirements_touching(missing);
         // Newest first, so that taking a batch out leaves the positions still to visit as they were.
@@ -845,33 +848,23 @@ impl VirtualSpace {
                 device.backend.event_complete(event)?
             };
             if done {
-                let settled = self.chunks.settle_retirement(position);
-                device.backend.release_event(settled.event);
+                self.unmap_retirement(position, device)?;
             }
-        }
-        if self.chunks.stale_chunks() > 0 && !missing.is_empty() {
-            let pages = self.chunks.stale_pages_touching(missing);
-            self.unmap_stale(pages, device)?;
         }
         Ok(())
     }
 
-    /// Unmaps the stale `pages` (in order) from their old addresses, a device call per run of them: the
-    /// second half of an alias's cost, counted in the driver budget with the alias.
-    fn unmap_stale(&mut self, pages: Vec<Range<usize>>, device: &PoolDevice) -> Result<()> {
-        if pages.is_empty() {
-            return Ok(());
-        }
+    /// Unmaps the retiring batch at `position`, whose work has run, from its old addresses: the second half
+    /// of an alias's cost, counted in the driver budget with the alias.
+    fn unmap_retirement(&mut self, position: usize, device: &PoolDevice) -> Result<()> {
+        let retirement = self.chunks.finish_retirement(position);
+        device.backend.release_event(retirement.event);
         let mark = self.budget.mark(&*device.backend);
-        let unmapped = page_batches(&pages).into_iter().try_for_each(|batch| {
-            let run = batch[0].start..batch[batch.len() - 1].end;
+        let unmapped = retirement.runs.into_iter().try_for_each(|run| {
             let (addr, bytes) = self.chunks.extent(&run);
-            let sizes = self.chunks.page_bytes(batch);
+            let sizes = self.chunks.page_bytes(&self.chunks.pages_of(run));
             device.call(|backend| backend.unmap(addr, bytes))?;
             self.budget.charge(self.budget.model().batched(&sizes, CostModel::unmap_only, false));
-            for page in batch {
-                self.chunks.unmap_stale(page.clone());
-            }
             Ok(())
         });
         self.budget.spend(&*device.backend, mark);
@@ -882,16 +875,13 @@ impl VirtualSpace {
     /// returns the bytes given back.
     pub(super) fn unmap_idle(&mut self, device: &PoolDevice) -> Result<u64> {
         let runs = runs_of(self.chunks.idle_pages(usize::MAX, false));
-        if runs.is_empty() && self.chunks.retirements().is_empty() && self.chunks.stale_chunks() == 0 {
+        if runs.is_empty() && self.chunks.retirements().is_empty() {
             return Ok(0);
         }
         self.wait_for_device(device)?;
         while !self.chunks.retirements().is_empty() {
-            let settled = self.chunks.settle_retirement(0);
-            device.backend.release_event(settled.event);
+            self.unmap_retirement(0, device)?;
         }
-        let stale = self.chunks.stale_pages();
-        self.unmap_stale(stale, device)?;
         let mut released = 0;
         for run in runs {
             let (addr, bytes) = self.chunks.extent(&run);
@@ -911,7 +901,7 @@ impl VirtualSpace {
     pub(super) fn plan_ahead(&mut self, ranges: &mut RangeAllocator<FreeTag>, bytes: u64) -> Option<ChunksAhead> {
         let carved = ranges.allocate(bytes, self.chunks.granularity())?;
         let missing = self.chunks.use_span(carved.offset, carved.size);
-        if missing.is_empty() || self.chunks.retiring_in(&missing) {
+        if missing.is_empty() || !self.chunks.retirements_touching(&missing).is_empty() {
             self.unplace(ranges, carved);
             return None;
         }
@@ -962,13 +952,12 @@ impl VirtualSpace {
             backend.release_event(event);
         }
         while !self.chunks.retirements().is_empty() {
-            let settled = self.chunks.settle_retirement(0);
-            backend.release_event(settled.event);
-        }
-        for page in self.chunks.stale_pages() {
-            let (addr, bytes) = self.chunks.extent(&page);
-            let _ = backend.unmap(addr, bytes);
-            self.chunks.unmap_stale(page);
+            let retirement = self.chunks.finish_retirement(0);
+            backend.release_event(retirement.event);
+            for run in retirement.runs {
+                let (addr, bytes) = self.chunks.extent(&run);
+                let _ = backend.unmap(addr, bytes);
+            }
         }
         for run in self.chunks.mapped_runs() {
             let (addr, bytes) = self.chunks.extent(&run);
