@@ -21,6 +21,26 @@ allocator mode:
   bert_serve_dynbatch BERT-base fp16 inference as a server sees it: 150 requests, batch in {1..64} and sequence
                       length 16..512 drawn at random; all timed, no warm-up
 
+Five more, of kinds the traces do not hold, to check the default on workloads it was not tuned on (run them by
+name; `drive` without --workloads runs the six above):
+
+  resnet_infer        torchvision ResNet-50 inference in fp32, 40 requests of a batch in {1, 8, 16, 32, 64} drawn
+                      at random, under inference_mode; all timed, no warm-up
+  unet_train_randres  a diffusion U-Net (four levels of 128 to 512 channels, residual blocks with a timestep
+                      embedding, self-attention at the two lowest levels) trained to predict noise on latents of 4
+                      channels, batch 8, a resolution drawn each step from 32x32 to 96x96 in steps of 8, AdamW,
+                      bf16 autocast, 12 timed steps after 1 warm-up step
+  resnet_bert_mixed   two models in one process: a ResNet-50 training step (batch 32, SGD) then 4 BERT-base fp16
+                      requests (batch in {1..32}, length 16..384), 10 timed rounds after 1 warm-up round
+  prefetch_two_streams
+                      ResNet-50 training (batch 64) whose next batch is made on a side stream while the current one
+                      trains: uint8 images copied from pinned memory, cast, normalised and cropped at random on
+                      the side stream, handed over with record_stream; 12 timed steps after 1 warm-up step
+  moe_train_routing   a decoder of 4 layers (1024 wide, 8 heads) whose feed-forward is a mixture of 8 experts with
+                      top-2 routing (each expert's tokens gathered, computed and scattered back, so their sizes
+                      follow the router), AdamW, bf16 autocast, batch in {4, 8} and sequence length 256..1024
+                      drawn each step, 12 timed steps after 1 warm-up step
+
 Modes:
 
   vrampool            vrampool.install() with the default config (the adaptive pool on CUDA virtual memory)
@@ -82,8 +102,26 @@ WORKLOADS = (
     "llama_train_ckpt_varlen",
     "bert_serve_dynbatch",
 )
+#: Workloads of kinds the traces do not hold: checks of the default on workloads it was not tuned on.
+MORE_WORKLOADS = (
+    "resnet_infer",
+    "unet_train_randres",
+    "resnet_bert_mixed",
+    "prefetch_two_streams",
+    "moe_train_routing",
+)
+ALL_WORKLOADS = WORKLOADS + MORE_WORKLOADS
 MODES = ("vrampool", "vrampool-advised", "pytorch", "expandable", "cudamallocasync", "nocache")
-TRAINING = ("resnet_train_fixed", "gpt_train_varlen", "vit_train_amp", "llama_train_ckpt_varlen")
+TRAINING = (
+    "resnet_train_fixed",
+    "gpt_train_varlen",
+    "vit_train_amp",
+    "llama_train_ckpt_varlen",
+    "unet_train_randres",
+    "resnet_bert_mixed",
+    "prefetch_two_streams",
+    "moe_train_routing",
+)
 MIB = 1 << 20
 #: The pool's counters reported for the timed part of a run alone.
 TIMED_POOL_COUNTERS = (
@@ -319,6 +357,27 @@ def llama_train_ckpt_varlen(torch, seed: int) -> dict:
     return {**timed_training(torch, step, shapes), "shapes": shapes[1:]}
 
 
+def timed_serving(torch, plan: list, serve) -> dict:
+    """Times `serve(request)` on every request of `plan` under inference_mode (no warm-up); each returns a
+    one-element tensor, and the digest of all of them says whether two runs computed the same."""
+    sums = []
+    torch.cuda.synchronize()
+    start = timed_start()
+    with torch.inference_mode():
+        for request in plan:
+            sums.append(serve(request))
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    digest = hashlib.sha256(str([float(value) for value in torch.stack(sums).cpu().tolist()]).encode())
+    return {
+        "wall_s": wall,
+        "timed_steps": len(plan),
+        "warmup_steps": 0,
+        "requests": plan,
+        "outputs_sha256": digest.hexdigest(),
+    }
+
+
 def bert_serve_dynbatch(torch, seed: int) -> dict:
     from transformers import BertConfig, BertModel
 
@@ -329,23 +388,291 @@ def bert_serve_dynbatch(torch, seed: int) -> dict:
     plan = [(rng.choice([1, 2, 4, 8, 16, 32, 64]), rng.randint(16, 512)) for _ in range(requests)]
     generator = torch.Generator(device="cuda")
     generator.manual_seed(seed)
-    sums = []
-    torch.cuda.synchronize()
-    start = timed_start()
-    with torch.inference_mode():
-        for batch, length in plan:
-            tokens = torch.randint(0, 30522, (batch, length), device="cuda", generator=generator)
-            sums.append(model(input_ids=tokens).last_hidden_state.float().sum())
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - start
-    digest = hashlib.sha256(str([float(value) for value in torch.stack(sums).cpu().tolist()]).encode())
-    return {
-        "wall_s": wall,
-        "timed_steps": requests,
-        "warmup_steps": 0,
-        "requests": plan,
-        "outputs_sha256": digest.hexdigest(),
-    }
+
+    def serve(request):
+        batch, length = request
+        tokens = torch.randint(0, 30522, (batch, length), device="cuda", generator=generator)
+        return model(input_ids=tokens).last_hidden_state.float().sum()
+
+    return timed_serving(torch, plan, serve)
+
+
+def resnet_infer(torch, seed: int) -> dict:
+    import torchvision
+
+    requests = 40
+    torch.manual_seed(seed)
+    model = torchvision.models.resnet50(weights=None).cuda().eval()
+    rng = random.Random(seed)
+    plan = [rng.choice([1, 8, 16, 32, 64]) for _ in range(requests)]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+
+    def serve(batch):
+        images = torch.randn(batch, 3, 224, 224, device="cuda", generator=generator)
+        return model(images).float().sum()
+
+    return timed_serving(torch, plan, serve)
+
+
+def diffusion_unet(torch):
+    """A diffusion U-Net on latents of 4 channels: four levels of 128, 256, 512 and 512 channels, a residual
+    block with the timestep's embedding per level on the way down and up (skip connections between them),
+    self-attention at the two lowest levels and in the middle."""
+    import math
+
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    class ResBlock(nn.Module):
+        def __init__(self, cin, cout, tdim):
+            super().__init__()
+            self.norm1 = nn.GroupNorm(32, cin)
+            self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
+            self.time = nn.Linear(tdim, cout)
+            self.norm2 = nn.GroupNorm(32, cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x, t):
+            h = self.conv1(functional.silu(self.norm1(x)))
+            h = h + self.time(t)[:, :, None, None]
+            h = self.conv2(functional.silu(self.norm2(h)))
+            return h + self.skip(x)
+
+    class Attention(nn.Module):
+        def __init__(self, channels, heads=8):
+            super().__init__()
+            self.heads = heads
+            self.norm = nn.GroupNorm(32, channels)
+            self.qkv = nn.Conv2d(channels, 3 * channels, 1)
+            self.out = nn.Conv2d(channels, channels, 1)
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            q, k, v = self.qkv(self.norm(x)).reshape(b, 3, self.heads, c // self.heads, h * w).unbind(1)
+            y = functional.scaled_dot_product_attention(q.transpose(-1, -2), k.transpose(-1, -2), v.transpose(-1, -2))
+            return x + self.out(y.transpose(-1, -2).reshape(b, c, h, w))
+
+    class UNet(nn.Module):
+        def __init__(self, widths=(128, 256, 512, 512), attend=(False, False, True, True), tdim=512):
+            super().__init__()
+            self.time = nn.Sequential(nn.Linear(128, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+            self.inp = nn.Conv2d(4, widths[0], 3, padding=1)
+            self.down, self.down_attn, self.downsample = nn.ModuleList(), nn.ModuleList(), nn.ModuleList()
+            cin = widths[0]
+            for level, width in enumerate(widths):
+                self.down.append(ResBlock(cin, width, tdim))
+                self.down_attn.append(Attention(width) if attend[level] else nn.Identity())
+                last = level == len(widths) - 1
+                self.downsample.append(nn.Identity() if last else nn.Conv2d(width, width, 3, stride=2, padding=1))
+                cin = width
+            self.mid = ResBlock(cin, cin, tdim)
+            self.mid_attn = Attention(cin)
+            self.up, self.up_attn, self.upsample = nn.ModuleList(), nn.ModuleList(), nn.ModuleList()
+            for level in reversed(range(len(widths))):
+                width = widths[level]
+                self.up.append(ResBlock(cin + width, width, tdim))
+                self.up_attn.append(Attention(width) if attend[level] else nn.Identity())
+                self.upsample.append(nn.Conv2d(width, width, 3, padding=1) if level > 0 else nn.Identity())
+                cin = width
+            self.out = nn.Sequential(nn.GroupNorm(32, cin), nn.SiLU(), nn.Conv2d(cin, 4, 3, padding=1))
+
+        def forward(self, x, t):
+            freqs = torch.exp(-math.log(10000.0) * torch.arange(64, device=x.device) / 64)
+            angles = t.float()[:, None] * freqs[None]
+            emb = self.time(torch.cat([angles.sin(), angles.cos()], dim=1))
+            h = self.inp(x)
+            skips = []
+            for block, attention, down in zip(self.down, self.down_attn, self.downsample):
+                h = attention(block(h, emb))
+                skips.append(h)
+                h = down(h)
+            h = self.mid_attn(self.mid(h, emb))
+            for block, attention, up in zip(self.up, self.up_attn, self.upsample):
+                h = attention(block(torch.cat([h, skips.pop()], dim=1), emb))
+                if not isinstance(up, nn.Identity):
+                    h = up(functional.interpolate(h, scale_factor=2.0, mode="nearest"))
+            return self.out(h)
+
+    return UNet()
+
+
+def unet_train_randres(torch, seed: int) -> dict:
+    steps, batch = 12, 16
+    torch.manual_seed(seed)
+    model = diffusion_unet(torch).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    sizes = [rng.randrange(32, 97, 8) for _ in range(steps + 1)]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+
+    def step(size):
+        latents = torch.randn(batch, 4, size, size, device="cuda", generator=generator)
+        noise = torch.randn(batch, 4, size, size, device="cuda", generator=generator)
+        t = torch.randint(0, 1000, (batch,), device="cuda", generator=generator)
+        alpha = (1 - t.float() / 1000)[:, None, None, None]
+        noisy = alpha.sqrt() * latents + (1 - alpha).sqrt() * noise
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(model(noisy, t).float(), noise)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return {**timed_training(torch, step, [(size,) for size in sizes]), "shapes": sizes[1:]}
+
+
+def resnet_bert_mixed(torch, seed: int) -> dict:
+    import torchvision
+    from transformers import BertConfig, BertModel
+
+    rounds, batch, per_round = 10, 32, 4
+    torch.manual_seed(seed)
+    resnet = torchvision.models.resnet50(weights=None).cuda().train()
+    optimizer = torch.optim.SGD(resnet.parameters(), lr=0.1, momentum=0.9)
+    bert = BertModel(BertConfig()).cuda().eval().half()
+    rng = random.Random(seed)
+    plan = [
+        [(rng.choice([1, 2, 4, 8, 16, 32]), rng.randint(16, 384)) for _ in range(per_round)] for _ in range(rounds + 1)
+    ]
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(seed)
+
+    def round_of(requests):
+        images = torch.randn(batch, 3, 224, 224, device="cuda", generator=generator)
+        labels = torch.randint(0, 1000, (batch,), device="cuda", generator=generator)
+        loss = torch.nn.functional.cross_entropy(resnet(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.inference_mode():
+            for size, length in requests:
+                tokens = torch.randint(0, 30522, (size, length), device="cuda", generator=generator)
+                bert(input_ids=tokens).last_hidden_state.float().sum()
+        return loss.detach()
+
+    return {**timed_training(torch, round_of, [(requests,) for requests in plan]), "requests": plan[1:]}
+
+
+def prefetch_two_streams(torch, seed: int) -> dict:
+    import torchvision
+
+    steps, batch = 12, 64
+    torch.manual_seed(seed)
+    model = torchvision.models.resnet50(weights=None).cuda().train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    host = torch.Generator().manual_seed(seed)
+    raw_batches = [
+        torch.randint(0, 256, (batch, 3, 256, 256), dtype=torch.uint8, generator=host).pin_memory() for _ in range(2)
+    ]
+    raw_labels = torch.randint(0, 1000, (steps + 1, batch), generator=host).pin_memory()
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    rng = random.Random(seed)
+    crops = [(rng.randint(0, 32), rng.randint(0, 32)) for _ in range(steps + 1)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+
+    def prepare(index):
+        with torch.cuda.stream(side):
+            raw = raw_batches[index % 2].to("cuda", non_blocking=True)
+            top, left = crops[index]
+            images = ((raw.float() - mean) / std)[:, :, top:top + 224, left:left + 224].contiguous()
+            labels = raw_labels[index].to("cuda", non_blocking=True)
+        return images, labels
+
+    ready = [prepare(0)]
+
+    def step(index):
+        main = torch.cuda.current_stream()
+        main.wait_stream(side)
+        images, labels = ready.pop()
+        images.record_stream(main)
+        labels.record_stream(main)
+        if index < steps:
+            ready.append(prepare(index + 1))
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return timed_training(torch, step, [(index,) for index in range(steps + 1)])
+
+
+def mixture_of_experts(torch, vocab: int, width=1024, layers=4, heads=8, experts=8, hidden=2816, top_k=2):
+    """A decoder whose feed-forward is a mixture of experts with top-k routing: each expert's tokens are
+    gathered, computed and added back, so the sizes of its tensors follow the router. Called with
+    `input_ids` and `labels`, it returns an object whose `loss` is the next-token cross-entropy."""
+    import types
+
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.router = nn.Linear(width, experts, bias=False)
+            self.w1 = nn.Parameter(torch.randn(experts, width, hidden) * width**-0.5)
+            self.w2 = nn.Parameter(torch.randn(experts, hidden, width) * hidden**-0.5)
+
+        def forward(self, x):
+            weights, chosen = self.router(x).float().softmax(dim=-1).topk(top_k, dim=-1)
+            out = torch.zeros_like(x)
+            for expert in range(experts):
+                token, slot = (chosen == expert).nonzero(as_tuple=True)
+                if token.numel() == 0:
+                    continue
+                h = functional.gelu(x[token] @ self.w1[expert]) @ self.w2[expert]
+                out.index_add_(0, token, (h * weights[token, slot].unsqueeze(1)).to(out.dtype))
+            return out
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(width)
+            self.qkv = nn.Linear(width, 3 * width)
+            self.proj = nn.Linear(width, width)
+            self.norm2 = nn.LayerNorm(width)
+            self.moe = Experts()
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
+            y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, n, width))
+            return x + self.moe(self.norm2(x).reshape(b * n, width)).view(b, n, width)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            self.layers = nn.ModuleList(Layer() for _ in range(layers))
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, vocab, bias=False)
+
+        def forward(self, input_ids, labels):
+            x = self.embed(input_ids)
+            for layer in self.layers:
+                x = layer(x)
+            logits = self.head(self.norm(x))[:, :-1]
+            loss = functional.cross_entropy(logits.reshape(-1, vocab).float(), labels[:, 1:].reshape(-1))
+            return types.SimpleNamespace(loss=loss)
+
+    return Decoder()
+
+
+def moe_train_routing(torch, seed: int) -> dict:
+    steps, vocab = 12, 32000
+    torch.manual_seed(seed)
+    model = mixture_of_experts(torch, vocab).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    shapes = [(rng.choice([4, 8]), rng.randint(256, 1024)) for _ in range(steps + 1)]
+    step = language_model_step(torch, model, optimizer, vocab, seed)
+    return {**timed_training(torch, step, shapes), "shapes": shapes[1:]}
 
 
 RUNNERS = {
@@ -355,6 +682,11 @@ RUNNERS = {
     "vit_train_amp": vit_train_amp,
     "llama_train_ckpt_varlen": llama_train_ckpt_varlen,
     "bert_serve_dynbatch": bert_serve_dynbatch,
+    "resnet_infer": resnet_infer,
+    "unet_train_randres": unet_train_randres,
+    "resnet_bert_mixed": resnet_bert_mixed,
+    "prefetch_two_streams": prefetch_two_streams,
+    "moe_train_routing": moe_train_routing,
 }
 
 
@@ -380,9 +712,17 @@ def make_deterministic(torch) -> None:
 
 
 def run_here(
-    workload: str, mode: str, conf: str | None, seed: int, lib: str | None, deterministic: bool = False
+    workload: str,
+    mode: str,
+    conf: str | None,
+    seed: int,
+    lib: str | None,
+    deterministic: bool = False,
+    snapshot: str | None = None,
 ) -> dict:
-    """Runs `workload` under `mode` in this process (the environment must be set before torch is imported)."""
+    """Runs `workload` under `mode` in this process (the environment must be set before torch is imported);
+    with `snapshot`, records the memory history from the start and writes the snapshot there (gzipped pickle,
+    PyTorch's format: what `vrampool replay`, `compare` and `advise` read)."""
     if deterministic:
         os.environ.update(DETERMINISTIC_ENVIRONMENT)
     for name, value in mode_changes(mode, conf).items():
@@ -404,6 +744,8 @@ def run_here(
     torch.cuda.set_device(0)
     if deterministic:
         make_deterministic(torch)
+    if snapshot:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
     free, total = torch.cuda.mem_get_info()
     result = {"workload": workload, "mode": mode, "seed": seed, "ok": True, "deterministic": deterministic}
     result.update(RUNNERS[workload](torch, seed))
@@ -438,6 +780,14 @@ def run_here(
         result["allocated_is_requested"] = False
     result["torch"] = torch.__version__
     result["gpu"] = torch.cuda.get_device_name(0)
+    if snapshot:
+        import gzip
+        import pickle
+
+        with gzip.open(snapshot, "wb") as out:
+            pickle.dump(torch.cuda.memory._snapshot(), out)
+        torch.cuda.memory._record_memory_history(enabled=None)
+        result["snapshot"] = snapshot
     return result
 
 
@@ -526,7 +876,7 @@ def drive(args) -> None:
                          "--deterministic: give each kind its own --out")
     advised = {workload: device_conf(conf) for workload, conf in (args.advised or [])}
     if args.advised_conf:
-        for workload in WORKLOADS:
+        for workload in args.workloads:
             advised.setdefault(workload, device_conf(args.advised_conf))
     plan = plan_runs(args.workloads, args.modes, args.reps, args.extra, set(advised), args.warmup)
     skipped = [w for w in args.workloads if "vrampool-advised" in args.modes and w not in advised]
@@ -614,7 +964,7 @@ def summarize(runs: list[dict]) -> list[dict]:
     """One row per (workload, mode) in the runs (warm-up runs left out)."""
     runs = [r for r in runs if r.get("role") != "warmup"]
     rows = []
-    for workload in WORKLOADS:
+    for workload in ALL_WORKLOADS:
         ok_pytorch = [r for r in runs if r["workload"] == workload and r["mode"] == "pytorch" and r.get("ok")]
         reference = ok_pytorch[0] if ok_pytorch else None
         pytorch_spread = own_spread(ok_pytorch)
@@ -779,17 +1129,19 @@ def parse_args(argv):
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="one workload under one mode in this process; one JSON line out")
-    run.add_argument("--workload", choices=WORKLOADS, required=True)
+    run.add_argument("--workload", choices=ALL_WORKLOADS, required=True)
     run.add_argument("--mode", choices=MODES, required=True)
     run.add_argument("--conf", help="the config string for vrampool-advised")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--lib", help="libvrampool_c.so (default: $VRAMPOOL_LIB, else target/release/libvrampool_c.so)")
     run.add_argument("--deterministic", action="store_true", help="deterministic kernels only (see above)")
+    run.add_argument("--snapshot", metavar="FILE",
+                     help="record the memory history and write the snapshot to FILE (a gzipped pickle)")
 
     drive_cmd = commands.add_parser("drive", help="every (workload, mode), each run in its own process")
     drive_cmd.add_argument("--out", required=True, help="folder for runs.jsonl, pytorch-e2e.md and pytorch-e2e.json")
     drive_cmd.add_argument("--workloads", type=lambda s: s.split(","), default=list(WORKLOADS),
-                           help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)")
+                           help=f"comma-separated, of {', '.join(ALL_WORKLOADS)} (default: the first six)")
     drive_cmd.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES),
                            help=f"comma-separated, of {', '.join(MODES)} (default: all)")
     drive_cmd.add_argument("--reps", type=int, default=3, help="runs of each (workload, mode) (default 3)")
@@ -812,13 +1164,13 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.command == "drive":
         for workload in args.workloads:
-            if workload not in WORKLOADS:
-                parser.error(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+            if workload not in ALL_WORKLOADS:
+                parser.error(f"unknown workload {workload!r}; choose from {', '.join(ALL_WORKLOADS)}")
         for mode in args.modes:
             if mode not in MODES:
                 parser.error(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         for workload, _ in args.advised or []:
-            if workload not in WORKLOADS:
+            if workload not in ALL_WORKLOADS:
                 parser.error(f"--advised: unknown workload {workload!r}")
     if args.command == "run" and args.mode == "vrampool-advised" and not args.conf:
         parser.error("--mode vrampool-advised needs --conf")
@@ -830,7 +1182,9 @@ def main(argv=None) -> None:
     if args.command == "run":
         conf = device_conf(args.conf) if args.conf else None
         try:
-            result = run_here(args.workload, args.mode, conf, args.seed, args.lib, args.deterministic)
+            result = run_here(
+                args.workload, args.mode, conf, args.seed, args.lib, args.deterministic, args.snapshot
+            )
         except Exception as err:  # the driver reads the failure from stderr and the exit status
             log(f"{args.workload} under {args.mode} failed: {type(err).__name__}: {err}")
             raise

@@ -41,6 +41,23 @@ class Environment(unittest.TestCase):
         self.assertEqual(e2e.device_conf("strategy=fixed,backend=cuda"), "strategy=fixed,backend=cuda")
 
 
+class Workloads(unittest.TestCase):
+    def test_every_workload_has_a_runner_and_the_more_ones_are_run_by_name_only(self):
+        self.assertEqual(set(e2e.RUNNERS), set(e2e.ALL_WORKLOADS))
+        self.assertEqual(len(e2e.ALL_WORKLOADS), len(set(e2e.ALL_WORKLOADS)))
+        self.assertTrue(set(e2e.TRAINING) <= set(e2e.ALL_WORKLOADS))
+        self.assertEqual(e2e.parse_args(["drive", "--out", "x"]).workloads, list(e2e.WORKLOADS))
+        chosen = e2e.parse_args(["drive", "--out", "x", "--workloads", "moe_train_routing,resnet_infer"])
+        self.assertEqual(chosen.workloads, ["moe_train_routing", "resnet_infer"])
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            e2e.parse_args(["drive", "--out", "x", "--workloads", "no_such_workload"])
+
+    def test_a_run_may_write_its_snapshot(self):
+        args = e2e.parse_args(["run", "--workload", "unet_train_randres", "--mode", "vrampool", "--snapshot", "s.gz"])
+        self.assertEqual((args.workload, args.snapshot), ("unet_train_randres", "s.gz"))
+        self.assertIsNone(e2e.parse_args(["run", "--workload", "resnet_infer", "--mode", "pytorch"]).snapshot)
+
+
 def record(workload, mode, wall, rep, losses=None, tokens=None, digest=None, role="measure", ok=True):
     run = {"workload": workload, "mode": mode, "ok": ok, "rep": rep, "role": role}
     if ok:
