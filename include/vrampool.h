@@ -27,7 +27,7 @@
  * shards, avoid_retiring, paging, classes, warmup, coverage, max_waste, waste_floor, cached_waste,
  * max_classes, max_class_size, headroom, watermark, deterministic, drain_before_growth. An unknown key or
  * a bad value is an error naming the key. The default, the adaptive pool, takes strategy, backend, cap,
- * virtual_memory, shards and deterministic; any other key is an error for it, saying what takes its place.
+ * virtual_memory and shards; any other key is an error for it, saying what takes its place.
  *
  * Functions returning int give a vrampool_status (0 for success, negative on failure;
  * vrampool_device_pool_exists: 1 or 0 on success), those returning a pointer NULL on failure;

@@ -57,7 +57,7 @@ pub struct ReplayResult {
     pub replay_ns_per_event: f64,
     /// The pool's counters at the end.
     pub stats: PoolStats,
-    /// The classes at the end, the hybrid's or the adaptive pool's (empty for other strategies).
+    /// The hybrid's classes at the end (empty for other strategies).
     pub classes: Vec<ClassSpec>,
     /// Live and reserved bytes along the replay.
     pub timeline: Vec<TimelinePoint>,

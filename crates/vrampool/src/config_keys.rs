@@ -177,8 +177,12 @@ const ALWAYS_MOVES: &str = "it always moves idle pages before it maps new memory
      retiring (name strategy=dynamic or strategy=hybrid to choose)";
 
 /// What replaces the keys of the hybrid's classes in the adaptive pool.
-const LEARNS_CLASSES: &str = "it learns its classes as the hybrid does by default, and gives their free blocks \
-     back before its region maps new memory (name strategy=hybrid to choose)";
+const NO_CLASSES: &str = "it keeps no size classes: every request is placed in its one range of pages, where \
+     blocks of every size share pages (name strategy=hybrid for classes)";
+
+/// What replaces the hybrid's background work in the adaptive pool.
+const NO_BACKGROUND: &str = "it does all its work on the allocating thread, so its replays always repeat \
+     exactly (name strategy=hybrid for a pool that grows in the background)";
 
 /// What replaces the fixed pool's keys in the adaptive pool.
 const FIXED_ONLY: &str = "it sets the fixed pool (name strategy=fixed)";
@@ -397,7 +401,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
             Some(classes.join("+"))
         },
     )
-    .replaced_in_adaptive(LEARNS_CLASSES)
+    .replaced_in_adaptive(NO_CLASSES)
     .unset("learned"),
     ConfigKey::new(
         "warmup",
@@ -406,7 +410,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.warmup_requests = value),
         |spec| Some(spec.hybrid.warmup_requests.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
     ConfigKey::new(
         "coverage",
         KeyScope::Hybrid,
@@ -414,7 +418,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.coverage = value),
         |spec| Some(spec.hybrid.coverage.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
     ConfigKey::new(
         "max_waste",
         KeyScope::Hybrid,
@@ -422,7 +426,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.max_rounding_waste = value),
         |spec| Some(spec.hybrid.max_rounding_waste.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES)
+    .replaced_in_adaptive(NO_CLASSES)
     .naming("max_rounding_waste"),
     ConfigKey::new(
         "waste_floor",
@@ -431,7 +435,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.bytes().map(|value| spec.hybrid.waste_floor = value),
         |spec| Some(format_bytes(spec.hybrid.waste_floor)),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
     ConfigKey::new(
         "cached_waste",
         KeyScope::Hybrid,
@@ -439,7 +443,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.max_cached_waste = value),
         |spec| Some(spec.hybrid.max_cached_waste.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES)
+    .replaced_in_adaptive(NO_CLASSES)
     .naming("max_cached_waste"),
     ConfigKey::new(
         "max_classes",
@@ -448,7 +452,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.max_classes = value),
         |spec| Some(spec.hybrid.max_classes.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
     ConfigKey::new(
         "max_class_size",
         KeyScope::Hybrid,
@@ -456,7 +460,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.bytes().map(|value| spec.hybrid.max_class_size = value),
         |spec| Some(format_bytes(spec.hybrid.max_class_size)),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
     ConfigKey::new(
         "headroom",
         KeyScope::Hybrid,
@@ -464,7 +468,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.number().map(|value| spec.hybrid.slab_headroom = value),
         |spec| Some(spec.hybrid.slab_headroom.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES)
+    .replaced_in_adaptive(NO_CLASSES)
     .naming("slab_headroom"),
     ConfigKey::new(
         "watermark",
@@ -478,20 +482,10 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "deterministic",
         KeyScope::Hybrid,
         "`true` or `false`",
-        |spec, v| {
-            let deterministic = v.boolean()?;
-            spec.hybrid.deterministic = deterministic;
-            spec.adaptive.deterministic = deterministic;
-            Ok(())
-        },
-        |spec| {
-            let deterministic = match spec.strategy {
-                Strategy::Adaptive => spec.adaptive.deterministic,
-                _ => spec.hybrid.deterministic,
-            };
-            Some(deterministic.to_string())
-        },
-    ),
+        |spec, v| v.boolean().map(|value| spec.hybrid.deterministic = value),
+        |spec| Some(spec.hybrid.deterministic.to_string()),
+    )
+    .replaced_in_adaptive(NO_BACKGROUND),
     ConfigKey::new(
         "drain_before_growth",
         KeyScope::Hybrid,
@@ -499,7 +493,7 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| v.boolean().map(|value| spec.hybrid.drain_before_growth = value),
         |spec| Some(spec.hybrid.drain_before_growth.to_string()),
     )
-    .replaced_in_adaptive(LEARNS_CLASSES),
+    .replaced_in_adaptive(NO_CLASSES),
 ];
 
 /// The key named `name`.

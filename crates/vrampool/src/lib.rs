@@ -8,8 +8,8 @@
 //!   O(1) range allocator, and on a device with virtual memory grows in place;
 //! - [`HybridPool`]: a core of size classes (learned during warm-up or given) for the common requests, a
 //!   dynamic region for the rest, and a watermark that grows the region ahead of need;
-//! - [`AdaptivePool`], the default: the hybrid's classes over a region that sizes its own pages, places
-//!   blocks where the fewest pages are missing and moves idle pages before it grows, with nothing to tune.
+//! - [`AdaptivePool`], the default: one range that sizes its own pages, places every block where the
+//!   fewest pages are missing and moves idle pages before it grows, with nothing to tune.
 //!
 //! Every pool implements [`Pool`] over a [`Backend`]: [`SimDevice`] (no memory, a cost model, fault
 //! injection), [`HostMemory`] (host bytes behind synthetic addresses, read and written through its own

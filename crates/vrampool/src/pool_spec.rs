@@ -25,18 +25,18 @@
 //! | `shards` | dynamic pool, hybrid's region | with virtual memory: the most shards threads that allocate at once spread over, each a range with its own lock, 1 to 64 | `16` | applies |
 //! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, waiting for them on several, and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
 //! | `paging` | dynamic pool, hybrid's region | virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages moved before any new memory) | `device` | its pages are always adaptive (name strategy=dynamic or strategy=hybrid to choose) |
-//! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `warmup` | hybrid pool | requests | `1024` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `coverage` | hybrid pool | a fraction of requests | `0.9` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `max_waste` | hybrid pool | a fraction of a block | `0.1` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `waste_floor` | hybrid pool | bytes | `16KiB` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `cached_waste` | hybrid pool | a fraction of a block | `0.5` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `max_classes` | hybrid pool | a count | `128` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `max_class_size` | hybrid pool | bytes | `4MiB` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
-//! | `headroom` | hybrid pool | a multiple of the blocks seen live, 1 or more | `2` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `warmup` | hybrid pool | requests | `1024` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `coverage` | hybrid pool | a fraction of requests | `0.9` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `max_waste` | hybrid pool | a fraction of a block | `0.1` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `waste_floor` | hybrid pool | bytes | `16KiB` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `cached_waste` | hybrid pool | a fraction of a block | `0.5` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `max_classes` | hybrid pool | a count | `128` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `max_class_size` | hybrid pool | bytes | `4MiB` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
+//! | `headroom` | hybrid pool | a multiple of the blocks seen live, 1 or more | `2` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
 //! | `watermark` | hybrid pool | a fraction of the class blocks in use | `0.8` | it never grows ahead of need (name strategy=hybrid for a watermark) |
-//! | `deterministic` | hybrid pool | `true` or `false` | `false` | applies |
-//! | `drain_before_growth` | hybrid pool | `true` or `false` | `false` | it learns its classes as the hybrid does by default, and gives their free blocks back before its region maps new memory (name strategy=hybrid to choose) |
+//! | `deterministic` | hybrid pool | `true` or `false` | `false` | it does all its work on the allocating thread, so its replays always repeat exactly (name strategy=hybrid for a pool that grows in the background) |
+//! | `drain_before_growth` | hybrid pool | `true` or `false` | `false` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
 //!
 //! Sizes take the units B, KiB, MiB, GiB, TiB (and KB, MB, GB, TB as powers of ten), or none for bytes.
 
@@ -278,15 +278,16 @@ mod tests {
     /// round the string names it and the strategy, with what takes its place.
     #[test]
     fn keys_the_adaptive_pool_has_no_use_for_are_refused_with_what_replaced_them() {
-        let spec = PoolSpec::parse("cap=64GiB,virtual_memory=off,deterministic=true,backend=host").unwrap();
+        let spec = PoolSpec::parse("cap=64GiB,virtual_memory=off,backend=host").unwrap();
         assert_eq!(spec.strategy, Strategy::Adaptive);
-        assert_eq!(spec.to_string(), "strategy=adaptive,backend=host,cap=64GiB,virtual_memory=off,deterministic=true");
+        assert_eq!(spec.to_string(), "strategy=adaptive,backend=host,cap=64GiB,virtual_memory=off");
         assert_eq!(PoolSpec::parse(&spec.to_string()).unwrap(), spec);
         for (text, key, replaced) in [
             ("page_size=16MiB", "page_size", "sizes its pages itself"),
             ("growth_factor=1.2,strategy=adaptive", "growth_factor", "a page at a time"),
             ("strategy=adaptive,initial_size=1GiB", "initial_size", "a page at a time"),
-            ("coverage=0.8", "coverage", "learns its classes"),
+            ("coverage=0.8", "coverage", "no size classes"),
+            ("deterministic=true", "deterministic", "on the allocating thread"),
             ("watermark=0.5", "watermark", "never grows ahead"),
             ("alias_in_use=false", "alias_in_use", "moves idle pages"),
             ("block_size=1MiB", "block_size", "strategy=fixed"),

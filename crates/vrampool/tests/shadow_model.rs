@@ -183,8 +183,8 @@ proptest! {
     }
 
     #[test]
-    fn adaptive_learning_its_classes(ops in proptest::collection::vec(op(), 1..120)) {
-        let shape = Shape::AdaptiveLearning;
+    fn hybrid_over_adaptive_pages(ops in proptest::collection::vec(op(), 1..120)) {
+        let shape = Shape::HybridAdaptivePages;
         run(shape, Device::sim(shape.granularity()), &ops);
         run(shape, Device::host(shape.granularity()), &ops);
     }

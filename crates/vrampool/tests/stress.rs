@@ -141,13 +141,18 @@ fn hybrid_pool_draining_its_classes_under_eight_threads() {
 }
 
 #[test]
-fn adaptive_pool_learning_its_classes_under_eight_threads() {
-    stress(Shape::AdaptiveLearning);
+fn adaptive_pool_under_eight_threads() {
+    stress(Shape::Adaptive);
+}
+
+#[test]
+fn hybrid_pool_over_adaptive_pages_under_eight_threads() {
+    stress(Shape::HybridAdaptivePages);
 }
 
 #[test]
 fn adaptive_pool_on_four_streams_under_eight_threads() {
-    stress_with(Shape::AdaptiveLearning, THREADS, OPS, 4);
+    stress_with(Shape::Adaptive, THREADS, OPS, 4);
 }
 
 #[test]

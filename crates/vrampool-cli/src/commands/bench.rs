@@ -328,7 +328,7 @@ impl ThreadsPool {
             ThreadsPool::Fixed(_) => None,
             ThreadsPool::Dynamic(pool) => Some(pool.shards_open()),
             ThreadsPool::Hybrid(pool) => Some(pool.dynamic_region().shards_open()),
-            ThreadsPool::Adaptive(pool) => Some(pool.hybrid().dynamic_region().shards_open()),
+            ThreadsPool::Adaptive(pool) => Some(pool.region().shards_open()),
             ThreadsPool::Apart(pools) => Some(pools.iter().map(|pool| pool.dynamic_region().shards_open()).sum()),
         }
     }

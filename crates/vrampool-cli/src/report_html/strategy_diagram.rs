@@ -185,38 +185,32 @@ impl DecisionFlow {
                 }
             }
             Strategy::Adaptive => {
-                let classes = result.classes.len();
                 let pages = spec.adaptive.pages;
                 DecisionFlow {
                     strategy: "adaptive".into(),
                     start,
                     decisions: vec![
                         Decision {
-                            question: format!(
-                                "among the first {} requests (warm-up)?",
-                                grouped(spec.adaptive.hybrid().warmup_requests)
-                            ),
-                            yes: format!("region, size counted; then {classes} classes are learned"),
+                            question: "fits a free place of the range whose pages are all mapped?".into(),
+                            yes: "placed there, best fit; blocks of every size share pages".into(),
                         },
                         Decision {
-                            question: "a class holds s, block free?".into(),
-                            yes: "class slab; its free blocks go back before the region maps new memory".into(),
+                            question: "idle pages to move there, within the budget of driver time?".into(),
+                            yes: "placed where the fewest pages are missing; idle pages moved under it".into(),
                         },
                     ],
                     otherwise: format!(
-                        "region: placed where the fewest pages are missing; idle pages moved there first, new pages \
-                         of up to 1/{} of the pool after, up to {}",
+                        "new pages of up to 1/{} of the pool mapped under it, up to {}",
                         pages.pages_per_pool,
                         cap(spec.adaptive.cap)
                     ),
                     notes: vec![format!(
-                        "Here: {} of {} requests went to the region, warm-up included; it mapped new pages {} times, \
-                         moved {} idle chunks and aliased {} still in use.",
-                        grouped(stats.fallbacks),
-                        grouped(requests),
+                        "Here: it mapped new pages {} times, moved {} idle chunks and aliased {} still in use, {} out of \
+                         memory.",
                         grouped(stats.growths),
                         grouped(stats.chunks_moved),
-                        grouped(stats.chunks_aliased)
+                        grouped(stats.chunks_aliased),
+                        grouped(stats.ooms)
                     )],
                 }
             }

@@ -1,32 +1,32 @@
-//! The adaptive pool: a hybrid pool set up by [`AdaptiveConfig`], under a name of its own.
+//! The adaptive pool: a dynamic pool set up by [`AdaptiveConfig`], under a name of its own.
 
 use std::sync::Arc;
 
 use super::config::AdaptiveConfig;
 use crate::backend::Backend;
 use crate::counters::PoolStats;
+use crate::dynamic::DynamicPool;
 use crate::error::Result;
-use crate::hybrid::HybridPool;
 use crate::pool::{Allocation, Pool};
 use crate::report::{PoolReport, ReportLimit};
 use crate::stream::StreamId;
 
-/// vrampool's default pool: size classes for the common requests over a dynamic region that sizes its
-/// own pages, places blocks where the fewest pages are missing, moves idle pages before it maps new
-/// memory, and takes the classes' free blocks back before it grows ([`AdaptiveConfig`] says how).
+/// vrampool's default pool: one range of virtual addresses that sizes its own pages, places each block
+/// where the fewest pages are missing, and moves idle pages under it before it maps new memory
+/// ([`AdaptiveConfig`] says how).
 ///
-/// Every call goes to the [`HybridPool`] it runs as; its reports name it `adaptive`.
+/// Every call goes to the [`DynamicPool`] it runs as; its reports name it `adaptive`.
 #[derive(Debug)]
 pub struct AdaptivePool {
     config: AdaptiveConfig,
-    hybrid: HybridPool,
+    region: DynamicPool,
 }
 
 impl AdaptivePool {
     /// Makes the pool on `backend`.
     pub fn new(backend: Arc<dyn Backend>, config: AdaptiveConfig) -> Result<Self> {
-        let hybrid = HybridPool::new(backend, config.hybrid())?;
-        Ok(AdaptivePool { config, hybrid })
+        let region = DynamicPool::new(backend, config.region())?;
+        Ok(AdaptivePool { config, region })
     }
 
     /// The configuration the pool was made with.
@@ -34,9 +34,9 @@ impl AdaptivePool {
         &self.config
     }
 
-    /// The hybrid pool it runs as.
-    pub fn hybrid(&self) -> &HybridPool {
-        &self.hybrid
+    /// The dynamic pool it runs as.
+    pub fn region(&self) -> &DynamicPool {
+        &self.region
     }
 }
 
@@ -46,39 +46,39 @@ impl Pool for AdaptivePool {
     }
 
     fn backend(&self) -> &Arc<dyn Backend> {
-        self.hybrid.backend()
+        self.region.backend()
     }
 
     #[inline]
     fn allocate(&self, size: u64, alignment: u64, stream: StreamId) -> Result<Allocation> {
-        self.hybrid.allocate(size, alignment, stream)
+        self.region.allocate(size, alignment, stream)
     }
 
     #[inline]
     fn free(&self, addr: u64) -> Result<()> {
-        self.hybrid.free(addr)
+        self.region.free(addr)
     }
 
     fn stats(&self) -> PoolStats {
-        self.hybrid.stats()
+        self.region.stats()
     }
 
     fn report_within(&self, limit: ReportLimit) -> PoolReport {
-        let mut report = self.hybrid.report_within(limit);
+        let mut report = self.region.report_within(limit);
         report.strategy = self.strategy().into();
         report
     }
 
     fn trim(&self) -> Result<u64> {
-        self.hybrid.trim()
+        self.region.trim()
     }
 
     fn set_limit(&self, bytes: Option<u64>) -> Result<u64> {
-        self.hybrid.set_limit(bytes)
+        self.region.set_limit(bytes)
     }
 
     fn reset_peaks(&self) {
-        self.hybrid.reset_peaks()
+        self.region.reset_peaks()
     }
 }
 

@@ -1,5 +1,5 @@
-//! The adaptive pool, vrampool's default: the hybrid's size classes over a dynamic region whose pages,
-//! growth and caching follow what the pool sees, with no parameter fitted to a workload.
+//! The adaptive pool, vrampool's default: one dynamic range of virtual addresses whose pages, growth and
+//! moves of idle memory follow what the pool sees, with no parameter fitted to a workload.
 
 mod adaptive_pool;
 mod config;

@@ -80,9 +80,10 @@ pub enum Shape {
     DynamicAdaptivePages,
     /// The adaptive pool (the default) on a virtual range with 64 KiB chunks, capped at 96 MiB.
     Adaptive,
-    /// The hybrid the adaptive pool runs as, learning its classes from 12 warm-up requests, so that its
-    /// classes' blocks, carved apart and given back before the region grows, are exercised too.
-    AdaptiveLearning,
+    /// A hybrid over the adaptive pool's region (pages it sizes itself), learning its classes from 12
+    /// warm-up requests and giving their free blocks back before the region grows, so that blocks carved
+    /// apart for classes on such a region are exercised too.
+    HybridAdaptivePages,
 }
 
 impl Shape {
@@ -97,7 +98,7 @@ impl Shape {
         Shape::HybridDraining,
         Shape::DynamicAdaptivePages,
         Shape::Adaptive,
-        Shape::AdaptiveLearning,
+        Shape::HybridAdaptivePages,
     ];
 
     pub fn granularity(self) -> Option<u64> {
@@ -106,7 +107,7 @@ impl Shape {
             | Shape::HybridLearnedVirtual
             | Shape::DynamicAdaptivePages
             | Shape::Adaptive
-            | Shape::AdaptiveLearning => Some(64 * KIB),
+            | Shape::HybridAdaptivePages => Some(64 * KIB),
             _ => None,
         }
     }
@@ -157,15 +158,21 @@ impl Shape {
                 self.dynamic().initial_size(0).paging(Paging::Adaptive(PagePolicy::default())),
             )?),
             Shape::Adaptive => Arc::new(AdaptivePool::new(backend, self.adaptive())?),
-            Shape::AdaptiveLearning => {
-                Arc::new(HybridPool::new(backend, self.adaptive().hybrid().warmup_requests(12))?)
-            }
+            Shape::HybridAdaptivePages => Arc::new(HybridPool::new(
+                backend,
+                HybridConfig::default()
+                    .warmup_requests(12)
+                    .deterministic(true)
+                    .drain_before_growth(true)
+                    .watermark(1.0)
+                    .dynamic(self.adaptive().region()),
+            )?),
         })
     }
 
-    /// The adaptive pool's configuration: capped at 96 MiB, its background work inline.
+    /// The adaptive pool's configuration: capped at 96 MiB.
     fn adaptive(self) -> AdaptiveConfig {
-        AdaptiveConfig::default().cap(Cap::Bytes(96 * MIB)).deterministic(true)
+        AdaptiveConfig::default().cap(Cap::Bytes(96 * MIB))
     }
 
     /// The dynamic pool, or the hybrid's dynamic region: 4 MiB initial, capped at 96 MiB.
