@@ -248,10 +248,9 @@ impl HybridPool {
     /// does a pool whose region has taken the classes' blocks back (its cap or the device refused a growth,
     /// or a trim): memory is short there, and blocks carved past the capacity would be taken back and carved
     /// again, each time under the address map's write lock. So too a pool whose classes give their blocks
-    /// back before the region grows ([`HybridConfig::drain_before_growth`], the adaptive pool's): blocks
-    /// carved past the capacity would be given back at the region's next growth and carved again, and the
-    /// memory they leave idle in the classes' part of the range raised the default's peak reserved under
-    /// threads (docs/BENCHMARKS.md).
+    /// back before the region grows ([`HybridConfig::drain_before_growth`]): blocks carved past the capacity
+    /// would be given back at the region's next growth and carved again, and the memory they leave idle in
+    /// the classes' part of the range raised such a pool's peak reserved under threads (docs/BENCHMARKS.md).
     #[cold]
     fn carve(&self, at: ClassRequest<'_>) -> Result<Option<Allocation>> {
         let ClassRequest { core, class_index, class, request, stream, stream_index, slot } = at;
