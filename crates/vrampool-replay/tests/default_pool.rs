@@ -73,3 +73,22 @@ fn the_default_holds_its_targets_on_workloads_it_was_not_tuned_on() {
         assert!(over.is_empty(), "more reserved than expandable segments: {over:?}");
     }
 }
+
+/// On two streams the default grows around idle pages that queued work may still use rather than make the
+/// host wait for the device: a replay of the prefetching workload (a side stream preparing each next
+/// batch) 5 ms behind waits for nothing below the cap, where the same range told to wait does so.
+#[test]
+fn the_default_never_waits_for_the_device_below_its_cap_on_two_streams() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/prefetch_two_streams.pickle.gz");
+    let trace = vrampool_trace::read_trace(&path, &Default::default()).unwrap();
+    let plan = ReplayPlan::from_trace(&trace).unwrap();
+    let options = ReplayOptions { gpu_lag_us: 5_000, ..ReplayOptions::default() };
+    let default = replay(&plan, &PoolSpec::default(), &options).unwrap();
+    assert_eq!(default.ooms, 0);
+    assert_eq!((default.stats.synchronizations, default.stats.event_waits), (0, 0));
+    let waiting =
+        PoolSpec::parse("strategy=dynamic,paging=adaptive,initial_size=0,growth_factor=1.01,wait_for_idle=true")
+            .unwrap();
+    let waited = replay(&plan, &waiting, &options).unwrap();
+    assert!(waited.stats.synchronizations > 0, "the trace gives a range told to wait something to wait for");
+}

@@ -16,8 +16,9 @@ use crate::error::Result;
 /// - the range maps pages it sizes from its own size ([`PagePolicy`], [`Paging::Adaptive`]), and only
 ///   under blocks: nothing is mapped ahead of need;
 /// - before it maps new memory it moves idle pages to where they are needed, within a budget of driver
-///   time; pages still in use by queued work are aliased on one stream, waited for on several
-///   ([`DynamicConfig::wait_for_idle`]).
+///   time; pages still in use by queued work are aliased on one stream, and on several grown around
+///   rather than waited for ([`DynamicConfig::wait_for_idle`] off): the host waits for the device only
+///   where the cap leaves no room to grow.
 ///
 /// It keeps no size classes in front of the range: on workloads the bundled traces do not hold, blocks
 /// kept for classes held memory the range needed (docs/BENCHMARKS.md has the figures). A pool that trades
@@ -79,15 +80,15 @@ impl AdaptiveConfig {
     }
 
     /// The dynamic pool the adaptive pool runs as: a growth factor of 1.01 where it grows in segments,
-    /// waiting for idle pages still in use on several streams, with pages the range sizes itself and no
-    /// first reservation.
+    /// growing around idle pages still in use on several streams rather than waiting for them, with pages
+    /// the range sizes itself and no first reservation.
     pub fn region(&self) -> DynamicConfig {
         DynamicConfig {
             initial_size: 0,
             growth_factor: 1.01,
             cap: self.cap,
             virtual_memory: self.virtual_memory,
-            wait_for_idle: true,
+            wait_for_idle: false,
             paging: Paging::Adaptive(self.pages),
             shards: self.shards,
             ..DynamicConfig::default()
@@ -110,7 +111,8 @@ mod tests {
         assert_eq!(region.paging, Paging::Adaptive(PagePolicy::default()));
         assert_eq!(region.initial_size, 0);
         assert_eq!(region.growth_factor, 1.01);
-        assert!(region.reclaim_idle && region.wait_for_idle && region.alias_in_use);
+        assert!(region.reclaim_idle && region.alias_in_use);
+        assert!(!region.wait_for_idle, "the host waits for the device only at the cap");
         AdaptiveConfig::default().validate(1 << 40).unwrap();
         let err = AdaptiveConfig::default().cap(Cap::Fraction(2.0)).validate(1 << 40).unwrap_err();
         assert!(err.to_string().contains("cap"), "{err}");
