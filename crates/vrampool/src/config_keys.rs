@@ -173,8 +173,8 @@ const GROWS_BY_PAGES: &str = "it maps memory only under blocks, a page at a time
 
 /// What replaces the keys of the idle pages' moves in the adaptive pool.
 const ALWAYS_MOVES: &str = "it always moves idle pages before it maps new memory, aliasing those queued work \
-     still uses on one stream, waiting for them on several, and places blocks away from addresses still \
-     retiring (name strategy=dynamic or strategy=hybrid to choose)";
+     still uses on one stream, growing around them on several (waiting for them only at its cap), and places \
+     blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose)";
 
 /// What replaces the keys of the hybrid's classes in the adaptive pool.
 const NO_CLASSES: &str = "it keeps no size classes: every request is placed in its one range of pages, where \

@@ -93,7 +93,8 @@ pub struct HybridConfig {
     /// request keeps the most memory free. And with [`DynamicConfig::wait_for_idle`]: on a GPU that runs
     /// behind the program, where idle pages still in use cannot be aliased ([`DynamicConfig::alias_in_use`]:
     /// several streams), the region waits for them rather than grow around them, so it reserves what it
-    /// would on an idle GPU. docs/BENCHMARKS.md has the figures for both.
+    /// would on an idle GPU, for the host's time (docs/BENCHMARKS.md has both on a two-stream workload;
+    /// the adaptive pool grows around them).
     pub dynamic: DynamicConfig,
 }
 
