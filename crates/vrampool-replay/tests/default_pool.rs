@@ -3,13 +3,25 @@
 //! peak of live bytes, and no more than PyTorch's expandable segments would for the same requests (as
 //! modelled).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use vrampool::{CostModel, PoolSpec, Strategy};
 use vrampool_replay::{ReplayOptions, ReplayPlan, expandable_segments, replay};
 
 /// The utilization the default reaches on every trace, at least.
 const UTILIZATION: f64 = 0.97;
+
+/// The snapshot of a workload recorded in `tests/data/`.
+fn recorded(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(format!("{name}.pickle.gz"))
+}
+
+/// The trace at `path`, read: its name and its replay plan.
+fn plan_of(path: &Path) -> (String, ReplayPlan) {
+    let trace = vrampool_trace::read_trace(path, &Default::default()).unwrap();
+    let plan = ReplayPlan::from_trace(&trace).unwrap();
+    (trace.name, plan)
+}
 
 /// Replays each trace of `paths` through the default `lag_us` behind: the traces below the target
 /// utilization, and those where it reserves more than expandable segments would (as modelled).
@@ -20,19 +32,18 @@ fn short_and_over(paths: &[PathBuf], lag_us: u64) -> (Vec<String>, Vec<String>) 
     let mut short = Vec::new();
     let mut over = Vec::new();
     for path in paths {
-        let trace = vrampool_trace::read_trace(path, &Default::default()).unwrap();
-        let plan = ReplayPlan::from_trace(&trace).unwrap();
+        let (name, plan) = plan_of(path);
         let result = replay(&plan, &spec, &options).unwrap();
-        assert_eq!(result.ooms, 0, "{}", trace.name);
+        assert_eq!(result.ooms, 0, "{name}");
         if result.utilization < UTILIZATION {
-            short.push(format!("{} {lag_us} us behind: {:.4}", trace.name, result.utilization));
+            short.push(format!("{name} {lag_us} us behind: {:.4}", result.utilization));
         }
         let expandable = expandable_segments(&plan, &CostModel::default());
-        assert_eq!(expandable.peak_live_bytes, result.peak_live_bytes, "{}", trace.name);
+        assert_eq!(expandable.peak_live_bytes, result.peak_live_bytes, "{name}");
         if result.peak_reserved_bytes > expandable.peak_reserved_bytes {
             over.push(format!(
-                "{} {lag_us} us behind: {} > {}",
-                trace.name, result.peak_reserved_bytes, expandable.peak_reserved_bytes
+                "{name} {lag_us} us behind: {} > {}",
+                result.peak_reserved_bytes, expandable.peak_reserved_bytes
             ));
         }
     }
@@ -61,11 +72,10 @@ fn the_default_reaches_the_target_utilization_and_reserves_less_than_expandable_
 /// chosen on them; on an idle GPU and 5 ms behind it holds the same targets there.
 #[test]
 fn the_default_holds_its_targets_on_workloads_it_was_not_tuned_on() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let paths: Vec<PathBuf> =
         ["resnet_infer", "unet_train_randres", "resnet_bert_mixed", "prefetch_two_streams", "moe_train_routing"]
-            .iter()
-            .map(|name| dir.join(format!("{name}.pickle.gz")))
+            .into_iter()
+            .map(recorded)
             .collect();
     for lag_us in [0, 5_000] {
         let (short, over) = short_and_over(&paths, lag_us);
@@ -79,16 +89,15 @@ fn the_default_holds_its_targets_on_workloads_it_was_not_tuned_on() {
 /// batch) 5 ms behind waits for nothing below the cap, where the same range told to wait does so.
 #[test]
 fn the_default_never_waits_for_the_device_below_its_cap_on_two_streams() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/prefetch_two_streams.pickle.gz");
-    let trace = vrampool_trace::read_trace(&path, &Default::default()).unwrap();
-    let plan = ReplayPlan::from_trace(&trace).unwrap();
+    let (_, plan) = plan_of(&recorded("prefetch_two_streams"));
     let options = ReplayOptions { gpu_lag_us: 5_000, ..ReplayOptions::default() };
     let default = replay(&plan, &PoolSpec::default(), &options).unwrap();
     assert_eq!(default.ooms, 0);
     assert_eq!((default.stats.synchronizations, default.stats.event_waits), (0, 0));
-    let waiting =
-        PoolSpec::parse("strategy=dynamic,paging=adaptive,initial_size=0,growth_factor=1.01,wait_for_idle=true")
-            .unwrap();
+    // The default's own range, told to wait.
+    let default_spec = PoolSpec::default();
+    let region = default_spec.adaptive.region().wait_for_idle(true);
+    let waiting = PoolSpec { strategy: Strategy::Dynamic, dynamic: region, ..default_spec };
     let waited = replay(&plan, &waiting, &options).unwrap();
     assert!(waited.stats.synchronizations > 0, "the trace gives a range told to wait something to wait for");
 }
