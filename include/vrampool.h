@@ -24,10 +24,11 @@
  * "strategy=dynamic,initial_size=512MiB,growth_factor=1.5,cap=0.8"; keys: strategy (fixed, dynamic,
  * hybrid, adaptive), backend (cuda-vm, cuda, host, sim), page_size, block_size, block_count, fallback,
  * initial_size, growth_factor, cap, virtual_memory, reclaim_idle, wait_for_idle, alias_in_use,
- * shards, avoid_retiring, paging, classes, warmup, coverage, max_waste, waste_floor, cached_waste,
- * max_classes, max_class_size, headroom, watermark, deterministic, drain_before_growth. An unknown key or
- * a bad value is an error naming the key. The default, the adaptive pool, takes strategy, backend, cap,
- * virtual_memory and shards; any other key is an error for it, saying what takes its place.
+ * shards, avoid_retiring, paging, pages_per_pool, driver_per_mille, classes, warmup, coverage, max_waste,
+ * waste_floor, cached_waste, max_classes, max_class_size, headroom, watermark, deterministic,
+ * drain_before_growth. An unknown key or a bad value is an error naming the key. The default, the adaptive
+ * pool, takes strategy, backend, cap, virtual_memory, shards, pages_per_pool and driver_per_mille; any other
+ * key is an error for it, saying what takes its place.
  *
  * Functions returning int give a vrampool_status (0 for success, negative on failure;
  * vrampool_device_pool_exists: 1 or 0 on success), those returning a pointer NULL on failure;

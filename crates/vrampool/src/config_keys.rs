@@ -229,8 +229,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec| spec.page_size.map(format_bytes),
     )
     .replaced_in_adaptive(
-        "it sizes its pages itself, from the device's granularity up to 1/256 of the memory it holds (name \
-         strategy=dynamic or strategy=hybrid to map pages of one size)",
+        "it sizes its pages itself, from the device's granularity up to the memory it holds divided by \
+         `pages_per_pool` (name strategy=dynamic or strategy=hybrid to map pages of one size)",
     )
     .unset("the device's granularity"),
     ConfigKey::new(
@@ -365,7 +365,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec, v| {
             let paging = match v.text {
                 "device" => Paging::Device,
-                "adaptive" => Paging::Adaptive(PagePolicy::default()),
+                // With the page keys given so far, whichever way round the string names them.
+                "adaptive" => Paging::Adaptive(spec.adaptive.pages),
                 _ => return Err(v.bad(format!("`{}` is not device or adaptive", v.text))),
             };
             set_dynamic(spec, paging, |d, paging| d.paging = paging)
@@ -373,6 +374,36 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         |spec| Some(if spec.dynamic().paging == Paging::Device { "device" } else { "adaptive" }.to_string()),
     )
     .replaced_in_adaptive("its pages are always adaptive (name strategy=dynamic or strategy=hybrid to choose)"),
+    ConfigKey::new(
+        "pages_per_pool",
+        KeyScope::Dynamic,
+        "with adaptive pages: a new page holds at most the pool's memory divided by this, 1 or more (more: \
+         smaller pages, less memory idle in them, more driver calls)",
+        |spec, v| {
+            let pages_per_pool = v.number()?;
+            if pages_per_pool == 0 {
+                return Err(v.bad("`0` is not 1 or more"));
+            }
+            set_pages(spec, |pages| pages.pages_per_pool = pages_per_pool)
+        },
+        |spec| adaptive_pages(spec, |pages| pages.pages_per_pool),
+    )
+    .unset("`256` (with adaptive pages)"),
+    ConfigKey::new(
+        "driver_per_mille",
+        KeyScope::Dynamic,
+        "with adaptive pages: thousandths of the time that moving idle pages may take in the driver, 0 to 1000 \
+         (1000: no bound; past it, new pages are mapped instead)",
+        |spec, v| {
+            let per_mille = v.number()?;
+            if per_mille > 1000 {
+                return Err(v.bad(format!("`{}` is not 0 to 1000", v.shown())));
+            }
+            set_pages(spec, |pages| pages.driver_per_mille = per_mille)
+        },
+        |spec| adaptive_pages(spec, |pages| pages.driver_per_mille),
+    )
+    .unset("`10` (with adaptive pages)"),
     ConfigKey::new(
         "classes",
         KeyScope::Hybrid,
@@ -496,6 +527,10 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     .replaced_in_adaptive(NO_CLASSES),
 ];
 
+/// The keys that size adaptive pages ([`PagePolicy`]): a dynamic pool or a hybrid's region on the device's
+/// pages has no use for them.
+pub(crate) const ADAPTIVE_PAGE_KEYS: [&str; 2] = ["pages_per_pool", "driver_per_mille"];
+
 /// The key named `name`.
 pub(crate) fn find(name: &str) -> Option<&'static ConfigKey> {
     CONFIG_KEYS.iter().find(|key| key.name == name)
@@ -513,6 +548,27 @@ fn set_dynamic<T: Copy>(spec: &mut PoolSpec, value: T, assign: fn(&mut DynamicCo
     assign(&mut spec.dynamic, value);
     assign(&mut spec.hybrid.dynamic, value);
     Ok(())
+}
+
+/// Changes the page sizes of adaptive pages: the adaptive pool's, and the dynamic pool's and the hybrid's
+/// region's where their pages are adaptive (or become so: `paging=adaptive` takes them as set here).
+fn set_pages(spec: &mut PoolSpec, change: impl Fn(&mut PagePolicy)) -> Result<()> {
+    change(&mut spec.adaptive.pages);
+    for dynamic in [&mut spec.dynamic, &mut spec.hybrid.dynamic] {
+        if let Paging::Adaptive(pages) = &mut dynamic.paging {
+            change(pages);
+        }
+    }
+    Ok(())
+}
+
+/// A field (`field`) of the page sizes in force where the pool's pages are adaptive, where it differs from
+/// its default (which config strings leave out, with the device's pages, where it does not apply).
+fn adaptive_pages(spec: &PoolSpec, field: fn(&PagePolicy) -> u64) -> Option<String> {
+    match spec.dynamic().paging {
+        Paging::Adaptive(pages) if field(&pages) != field(&PagePolicy::default()) => Some(field(&pages).to_string()),
+        _ => None,
+    }
 }
 
 /// An error naming `key` (quoted by its start where it is long), for a value it does not take.

@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `strategy` | any pool | `fixed`, `dynamic`, `hybrid`, `adaptive` | `adaptive` | applies |
 //! | `backend` | any pool | `sim`, `host`, `cuda`, `cuda-vm` (for front ends that make the device) | the front end's | applies |
-//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the device's granularity | it sizes its pages itself, from the device's granularity up to 1/256 of the memory it holds (name strategy=dynamic or strategy=hybrid to map pages of one size) |
+//! | `page_size` | any pool | virtual memory: bytes per physical page, a multiple of the device's granularity (larger pages mean fewer, cheaper driver calls and coarser reclaiming) | the device's granularity | it sizes its pages itself, from the device's granularity up to the memory it holds divided by `pages_per_pool` (name strategy=dynamic or strategy=hybrid to map pages of one size) |
 //! | `block_size` | fixed pool | bytes | `4MiB` | it sets the fixed pool (name strategy=fixed) |
 //! | `block_count` | fixed pool | a count | `2048` | it sets the fixed pool (name strategy=fixed) |
 //! | `fallback` | fixed pool | `backend` or `reject` | `backend` | it sets the fixed pool (name strategy=fixed) |
@@ -25,6 +25,8 @@
 //! | `shards` | dynamic pool, hybrid's region | with virtual memory: the most shards threads that allocate at once spread over, each a range with its own lock, 1 to 64 | `16` | applies |
 //! | `avoid_retiring` | dynamic pool, hybrid's region | `true` or `false` | `true` | it always moves idle pages before it maps new memory, aliasing those queued work still uses on one stream, growing around them on several (waiting for them only at its cap), and places blocks away from addresses still retiring (name strategy=dynamic or strategy=hybrid to choose) |
 //! | `paging` | dynamic pool, hybrid's region | virtual memory: `device` (the device's pages, grown by the growth factor) or `adaptive` (pages sized from the pool's memory as it grows, blocks placed where the fewest pages are missing, idle pages moved before any new memory) | `device` | its pages are always adaptive (name strategy=dynamic or strategy=hybrid to choose) |
+//! | `pages_per_pool` | dynamic pool, hybrid's region | with adaptive pages: a new page holds at most the pool's memory divided by this, 1 or more (more: smaller pages, less memory idle in them, more driver calls) | `256` (with adaptive pages) | applies |
+//! | `driver_per_mille` | dynamic pool, hybrid's region | with adaptive pages: thousandths of the time that moving idle pages may take in the driver, 0 to 1000 (1000: no bound; past it, new pages are mapped instead) | `10` (with adaptive pages) | applies |
 //! | `classes` | hybrid pool | given classes, `SIZExCOUNT` joined by `+` (`4KiBx512+1MiBx64`) | learned | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
 //! | `warmup` | hybrid pool | requests | `1024` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
 //! | `coverage` | hybrid pool | a fraction of requests | `0.9` | it keeps no size classes: every request is placed in its one range of pages, where blocks of every size share pages (name strategy=hybrid for classes) |
@@ -46,8 +48,8 @@ use std::sync::Arc;
 use crate::adaptive::{AdaptiveConfig, AdaptivePool};
 use crate::any_pool::AnyPool;
 use crate::backend::Backend;
-use crate::config_keys::{CONFIG_KEYS, ConfigKey, KeyScope, bad, find, key_of_field};
-use crate::dynamic::{DynamicConfig, DynamicPool};
+use crate::config_keys::{ADAPTIVE_PAGE_KEYS, CONFIG_KEYS, ConfigKey, KeyScope, bad, find, key_of_field};
+use crate::dynamic::{DynamicConfig, DynamicPool, Paging};
 use crate::error::{Error, Result};
 use crate::excerpt::excerpt;
 use crate::fixed::{FixedConfig, FixedPool};
@@ -166,6 +168,15 @@ impl PoolSpec {
             && let Some(err) = named.iter().find_map(|key| key.refuse_in_adaptive())
         {
             return Err(err);
+        }
+        if matches!(spec.strategy, Strategy::Dynamic | Strategy::Hybrid)
+            && spec.dynamic().paging == Paging::Device
+            && let Some(key) = named.iter().find(|key| ADAPTIVE_PAGE_KEYS.contains(&key.name))
+        {
+            return Err(bad(
+                key.name,
+                "sizes adaptive pages only: add paging=adaptive (the device's pages are one size)",
+            ));
         }
         Ok(spec)
     }
@@ -301,6 +312,51 @@ mod tests {
             }
         }
         assert!(PoolSpec::parse("page_size=16MiB,strategy=hybrid").is_ok(), "the hybrid takes it");
+    }
+
+    /// The page keys size adaptive pages wherever a pool has them, whichever way round the string names the
+    /// keys and `paging`, and are refused where the pool maps the device's pages.
+    #[test]
+    fn page_keys_size_adaptive_pages_and_are_refused_on_the_devices_pages() {
+        use crate::dynamic::PagePolicy;
+        let tuned = PagePolicy { pages_per_pool: 128, driver_per_mille: 5, ..PagePolicy::default() };
+        let adaptive = PoolSpec::parse("pages_per_pool=128,driver_per_mille=5").unwrap();
+        assert_eq!(adaptive.adaptive.pages, tuned);
+        assert_eq!(adaptive.dynamic().paging, Paging::Adaptive(tuned), "the range the default runs as");
+        assert_eq!(adaptive.to_string(), "strategy=adaptive,pages_per_pool=128,driver_per_mille=5");
+        for text in [
+            "strategy=dynamic,paging=adaptive,pages_per_pool=128,driver_per_mille=5",
+            "pages_per_pool=128,strategy=dynamic,driver_per_mille=5,paging=adaptive",
+        ] {
+            let spec = PoolSpec::parse(text).unwrap();
+            assert_eq!(spec.dynamic.paging, Paging::Adaptive(tuned), "{text}");
+            assert_eq!(spec.to_string(), "strategy=dynamic,paging=adaptive,pages_per_pool=128,driver_per_mille=5");
+        }
+        let hybrid = PoolSpec::parse("strategy=hybrid,paging=adaptive,pages_per_pool=64").unwrap();
+        assert_eq!(
+            hybrid.hybrid.dynamic.paging,
+            Paging::Adaptive(PagePolicy { pages_per_pool: 64, ..PagePolicy::default() })
+        );
+        assert_eq!(
+            PoolSpec::parse("strategy=dynamic,paging=adaptive").unwrap().to_string(),
+            "strategy=dynamic,paging=adaptive"
+        );
+        for (text, key, reason) in [
+            ("strategy=dynamic,pages_per_pool=64", "pages_per_pool", "paging=adaptive"),
+            ("strategy=hybrid,driver_per_mille=5", "driver_per_mille", "paging=adaptive"),
+            ("pages_per_pool=0", "pages_per_pool", "1 or more"),
+            ("pages_per_pool=many", "pages_per_pool", "not a number"),
+            ("driver_per_mille=1001", "driver_per_mille", "0 to 1000"),
+            ("driver_per_mille=-1", "driver_per_mille", "not a number"),
+        ] {
+            match PoolSpec::parse(text) {
+                Err(err @ Error::BadConfigString { .. }) => {
+                    let message = err.to_string();
+                    assert!(message.contains(key) && message.contains(reason), "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]
