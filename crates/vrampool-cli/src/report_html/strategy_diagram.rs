@@ -1,7 +1,7 @@
 //! How each strategy decides where a request goes, drawn from the configuration it was replayed with: a
 //! chain of questions, each answered "yes" by a place to the right and "no" by the next question below.
 
-use vrampool::{Cap, Fallback, PoolSpec, Strategy, VirtualMemory, short_bytes};
+use vrampool::{Cap, Fallback, PagePolicy, Paging, PoolSpec, PoolStats, Strategy, VirtualMemory, short_bytes};
 use vrampool_replay::ReplayResult;
 
 use super::svg::{Anchor, Svg};
@@ -108,6 +108,9 @@ impl DecisionFlow {
                     notes,
                 }
             }
+            Strategy::Dynamic if let Paging::Adaptive(pages) = dynamic.paging => {
+                DecisionFlow::adaptive_pages("dynamic", start, pages, dynamic.cap, stats)
+            }
             Strategy::Dynamic => DecisionFlow {
                 strategy: "dynamic".into(),
                 start,
@@ -185,36 +188,44 @@ impl DecisionFlow {
                 }
             }
             Strategy::Adaptive => {
-                let pages = spec.adaptive.pages;
-                DecisionFlow {
-                    strategy: "adaptive".into(),
-                    start,
-                    decisions: vec![
-                        Decision {
-                            question: "fits a free place of the range whose pages are all mapped?".into(),
-                            yes: "placed there, best fit; blocks of every size share pages".into(),
-                        },
-                        Decision {
-                            question: "idle pages to move there, within the budget of driver time?".into(),
-                            yes: "placed where the fewest pages are missing; idle pages moved under it".into(),
-                        },
-                    ],
-                    otherwise: format!(
-                        "new pages of up to 1/{} of the pool mapped under it, up to {}",
-                        pages.pages_per_pool,
-                        cap(spec.adaptive.cap)
-                    ),
-                    notes: vec![format!(
-                        "Here: it mapped new pages {} times, moved {} idle chunks and aliased {} still in use, {} out of \
-                         memory.",
-                        grouped(stats.growths),
-                        grouped(stats.chunks_moved),
-                        grouped(stats.chunks_aliased),
-                        grouped(stats.ooms)
-                    )],
-                }
+                DecisionFlow::adaptive_pages("adaptive", start, spec.adaptive.pages, spec.adaptive.cap, stats)
             }
         })
+    }
+
+    /// The flow of a range whose pages it sizes itself (`pages`), under `cap`: the adaptive pool's, and a
+    /// dynamic pool's with `paging=adaptive`, named `strategy`; with its counts on the trace.
+    fn adaptive_pages(strategy: &str, start: String, pages: PagePolicy, cap_of: Cap, stats: &PoolStats) -> Self {
+        DecisionFlow {
+            strategy: strategy.into(),
+            start,
+            decisions: vec![
+                Decision {
+                    question: "fits a free place of the range whose pages are all mapped?".into(),
+                    yes: "placed there, best fit; blocks of every size share pages".into(),
+                },
+                Decision {
+                    question: format!(
+                        "idle pages to move there, within {} of the time in the driver?",
+                        percent(pages.driver_per_mille as f64 / 1000.0)
+                    ),
+                    yes: "placed where the fewest pages are missing; idle pages moved under it".into(),
+                },
+            ],
+            otherwise: format!(
+                "new pages of up to 1/{} of the pool mapped under it, up to {}",
+                pages.pages_per_pool,
+                cap(cap_of)
+            ),
+            notes: vec![format!(
+                "Here: it mapped new pages {} times, moved {} idle chunks and aliased {} still in use, {} out of \
+                 memory.",
+                grouped(stats.growths),
+                grouped(stats.chunks_moved),
+                grouped(stats.chunks_aliased),
+                grouped(stats.ooms)
+            )],
+        }
     }
 
     /// The flow as SVG.
@@ -403,6 +414,27 @@ mod tests {
         let text = text_of(&off.render());
         assert!(text.contains("grow by ×1.3 by a new segment"), "{text}");
         assert!(text.contains("within the cap (50% of the device)?"), "{text}");
+    }
+
+    /// Pages the pool sizes itself are drawn as such, for the default and for a dynamic pool that has them,
+    /// with the page keys given.
+    #[test]
+    fn adaptive_pages_are_drawn_with_their_page_keys() {
+        let default = text_of(&DecisionFlow::of(&result("strategy=adaptive")).unwrap().render());
+        assert!(default.contains("within 1% of the time in the driver?"), "{default}");
+        assert!(default.contains("new pages of up to 1/256 of the pool"), "{default}");
+        let dynamic = DecisionFlow::of(&result(
+            "strategy=dynamic,initial_size=0,growth_factor=1.01,paging=adaptive,pages_per_pool=64,driver_per_mille=20",
+        ))
+        .unwrap();
+        assert_eq!(dynamic.strategy, "dynamic");
+        let text = text_of(&dynamic.render());
+        assert!(text.contains("within 2% of the time in the driver?"), "{text}");
+        assert!(
+            text.contains("new pages of up to 1/64 of the pool mapped under it, up to 80% of the device"),
+            "{text}"
+        );
+        assert!(!text.contains("grow by"), "no growth factor: {text}");
     }
 
     #[test]
