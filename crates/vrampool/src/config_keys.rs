@@ -393,7 +393,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         "driver_per_mille",
         KeyScope::Dynamic,
         "with adaptive pages: thousandths of the time that moving idle pages may take in the driver, 0 to 1000 \
-         (1000: no bound; past it, new pages are mapped instead)",
+         (1000: no bound; past it, new pages are mapped instead, but for a block lacking a 32nd of the pool, \
+         which may take up to 3 times it)",
         |spec, v| {
             let per_mille = v.number()?;
             if per_mille > 1000 {

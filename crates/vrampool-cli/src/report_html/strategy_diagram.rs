@@ -206,8 +206,11 @@ impl DecisionFlow {
                 },
                 Decision {
                     question: format!(
-                        "idle pages to move there, within {} of the time in the driver?",
-                        percent(pages.driver_per_mille as f64 / 1000.0)
+                        "idle pages to move there, within {} of the time in the driver ({} for a block lacking \
+                         1/{} of the pool)?",
+                        percent(pages.driver_per_mille as f64 / 1000.0),
+                        percent((pages.driver_per_mille * PagePolicy::OVERDRAFT_SHARES) as f64 / 1000.0),
+                        PagePolicy::LARGE_NEED_PER_POOL
                     ),
                     yes: "placed where the fewest pages are missing; idle pages moved under it".into(),
                 },
@@ -421,7 +424,10 @@ mod tests {
     #[test]
     fn adaptive_pages_are_drawn_with_their_page_keys() {
         let default = text_of(&DecisionFlow::of(&result("strategy=adaptive")).unwrap().render());
-        assert!(default.contains("within 1% of the time in the driver?"), "{default}");
+        assert!(
+            default.contains("within 1% of the time in the driver (3% for a block lacking 1/32 of the pool)?"),
+            "{default}"
+        );
         assert!(default.contains("new pages of up to 1/256 of the pool"), "{default}");
         let dynamic = DecisionFlow::of(&result(
             "strategy=dynamic,initial_size=0,growth_factor=1.01,paging=adaptive,pages_per_pool=64,driver_per_mille=20",
@@ -429,7 +435,7 @@ mod tests {
         .unwrap();
         assert_eq!(dynamic.strategy, "dynamic");
         let text = text_of(&dynamic.render());
-        assert!(text.contains("within 2% of the time in the driver?"), "{text}");
+        assert!(text.contains("within 2% of the time in the driver (6% for"), "{text}");
         assert!(
             text.contains("new pages of up to 1/64 of the pool mapped under it, up to 80% of the device"),
             "{text}"

@@ -25,8 +25,10 @@ pub struct PagePolicy {
     /// calls are timed ([`crate::Backend::driver_clock`]): the time since the pool first read the clock. The
     /// moves are counted at the cost model's price of each call, on a real device as on a simulated one.
     /// Past it, a block that lacks pages gets new ones instead, [`PagePolicy::thrifty_doublings`] times
-    /// larger, until the moves are within their share again. 1000 or more: no bound. Default: 10 (1%, the
-    /// driver time the pool is meant to stay within).
+    /// larger, until the moves are within their share again; only a block that lacks a large share of the
+    /// pool's memory still moves idle pages, within a bounded overdraft ([`PagePolicy::LARGE_NEED_PER_POOL`],
+    /// [`PagePolicy::OVERDRAFT_SHARES`]). 1000 or more: no bound. Default: 10 (1%, the driver time the
+    /// pool is meant to stay within).
     #[serde(default = "default_driver_per_mille")]
     pub driver_per_mille: u64,
     /// How many times new pages are doubled (up to [`PagePolicy::largest`]) while moves are over their share
@@ -50,6 +52,17 @@ impl Default for PagePolicy {
 }
 
 impl PagePolicy {
+    /// A block that lacks at least the pool's mapped memory divided by this is a large need: it may move
+    /// idle pages past the share of [`PagePolicy::driver_per_mille`], up to [`PagePolicy::OVERDRAFT_SHARES`]
+    /// times it. A growth is for good, and one this large raises the pool's peak by as much; moving the pages
+    /// costs driver time once.
+    pub const LARGE_NEED_PER_POOL: u64 = 32;
+
+    /// How many times its share of the time the moves may take for a large need
+    /// ([`PagePolicy::LARGE_NEED_PER_POOL`]): the bound on the overdraft, so that a stream of large needs
+    /// back to back still spends a bounded share of its time in the driver (docs/BENCHMARKS.md).
+    pub const OVERDRAFT_SHARES: u64 = 3;
+
     /// log2 of the granularity-sized chunks of a new page, with `reserved` bytes held, on a device of
     /// `granularity` bytes: 0 (the granularity) for a pool smaller than [`PagePolicy::pages_per_pool`] pages
     /// of the granularity.

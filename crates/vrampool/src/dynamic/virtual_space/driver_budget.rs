@@ -87,12 +87,18 @@ impl DriverBudget {
     /// Whether the optional work so far has taken more than its share of the time since the first reading.
     /// False on a device without a clock, and for a budget of the whole time.
     pub(super) fn overspent(&mut self, backend: &dyn Backend) -> bool {
+        self.overspent_by(backend, 1)
+    }
+
+    /// Whether the optional work so far has taken more than `shares` times its share of the time since the
+    /// first reading (the bound of an overdraft, [`DriverBudget::overspent`] for 1). False on a device
+    /// without a clock, and for a budget of the whole time.
+    pub(super) fn overspent_by(&mut self, backend: &dyn Backend, shares: u64) -> bool {
         if self.per_mille >= 1000 {
             return false;
         }
-        let per_mille = u128::from(self.per_mille);
-        self.elapsed_ns(backend)
-            .is_some_and(|elapsed| u128::from(self.spent_ns) * 1000 > u128::from(elapsed) * per_mille)
+        let allowed = u128::from(self.per_mille) * u128::from(shares);
+        self.elapsed_ns(backend).is_some_and(|elapsed| u128::from(self.spent_ns) * 1000 > u128::from(elapsed) * allowed)
     }
 
     /// Where the clock stands before optional device work: [`DriverBudget::spend`] counts the time from here.
@@ -155,6 +161,13 @@ mod tests {
         sim.advance_clock(1_000 + ((budget.spent_ns * 100).div_ceil(1000)) as i64);
         assert!(!budget.overspent(&*sim));
         assert!(!DriverBudget::new(1000).overspent(&*sim), "a budget of the whole time never runs out");
+        // Twice the work: over the share, within twice it.
+        let mark = budget.mark(&*sim);
+        sim.map(range + 2 * MIB, 2 * MIB).unwrap();
+        budget.charge(budget.model().map(1, 2 * MIB));
+        budget.spend(&*sim, mark);
+        assert!(budget.overspent(&*sim) && !budget.overspent_by(&*sim, 3), "over its share, within three times it");
+        assert!(budget.overspent_by(&*sim, 1));
     }
 
     /// A device timed by the host's clock, with nothing else.

@@ -458,9 +458,10 @@ impl VirtualSpace {
     }
 
     /// Backs the chunks of `missing`, of the block on the chunks `block`, with whole pages: idle pages moved
-    /// first (on one stream, those queued work may still use aliased), then new pages of the size the
-    /// space's [`PagePolicy`] gives, each at a multiple of its size, in as few device calls as their
-    /// batches allow. Where new memory is needed, `drain_first` is asked whether the pool would rather take
+    /// first (on one stream, those queued work may still use aliased) while the moves are within their
+    /// budget of driver time, or within [`PagePolicy::OVERDRAFT_SHARES`] times it for a large need
+    /// ([`PagePolicy::LARGE_NEED_PER_POOL`]), then new pages of the size the space's [`PagePolicy`] gives, each at a
+    /// multiple of its size, in as few device calls as their batches allow. Where new memory is needed, `drain_first` is asked whether the pool would rather take
     /// its cache's blocks back first. Whether the cap allows the new pages is decided before they are
     /// mapped: a refusal leaves what moved in place, as does the device having no memory left.
     fn back_pages(
@@ -474,7 +475,10 @@ impl VirtualSpace {
         self.unmap_retired(&missing, device)?;
         let mut short = Shortfall::new(block, missing);
         let thrifty = self.budget.overspent(&*device.backend);
-        if self.reclaim_idle && self.chunks.idle_chunks() > 0 && !thrifty {
+        let large = self.chunks.bytes(chunk_count(&short.missing)).saturating_mul(PagePolicy::LARGE_NEED_PER_POOL)
+            >= self.chunks.mapped_bytes();
+        let may_move = !thrifty || (large && !self.budget.overspent_by(&*device.backend, PagePolicy::OVERDRAFT_SHARES));
+        if self.reclaim_idle && self.chunks.idle_chunks() > 0 && may_move {
             let mark = self.budget.mark(&*device.backend);
             let moved = self.move_idle_pages(&mut short, device);
             self.budget.spend(&*device.backend, mark);
