@@ -460,9 +460,9 @@ impl VirtualSpace {
     /// Backs the chunks of `missing`, of the block on the chunks `block`, with whole pages: idle pages moved
     /// first (on one stream, those queued work may still use aliased) while the moves are within their
     /// budget of driver time, or within [`PagePolicy::OVERDRAFT_SHARES`] times it for a large need
-    /// ([`PagePolicy::LARGE_NEED_PER_POOL`]), then new pages of the size the space's [`PagePolicy`] gives, each at a
-    /// multiple of its size, in as few device calls as their batches allow. Where new memory is needed, `drain_first` is asked whether the pool would rather take
-    /// its cache's blocks back first. Whether the cap allows the new pages is decided before they are
+    /// ([`PagePolicy::LARGE_NEED_PER_POOL`]), then new pages of the size the space's [`PagePolicy`] gives,
+    /// each at a multiple of its size, in as few device calls as their batches allow. Where new memory is
+    /// needed, `drain_first` is asked whether the pool would rather take its cache's blocks back first. Whether the cap allows the new pages is decided before they are
     /// mapped: a refusal leaves what moved in place, as does the device having no memory left.
     fn back_pages(
         &mut self,
