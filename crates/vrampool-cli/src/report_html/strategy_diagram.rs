@@ -209,7 +209,7 @@ impl DecisionFlow {
                         "idle pages to move there, within {} of the time in the driver ({} for a block lacking \
                          1/{} of the pool)?",
                         percent(pages.driver_per_mille as f64 / 1000.0),
-                        percent((pages.driver_per_mille * PagePolicy::OVERDRAFT_SHARES) as f64 / 1000.0),
+                        percent(pages.driver_per_mille.saturating_mul(PagePolicy::OVERDRAFT_SHARES) as f64 / 1000.0),
                         PagePolicy::LARGE_NEED_PER_POOL
                     ),
                     yes: "placed where the fewest pages are missing; idle pages moved under it".into(),
