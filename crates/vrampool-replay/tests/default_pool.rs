@@ -11,6 +11,11 @@ use vrampool_replay::{ReplayOptions, ReplayPlan, expandable_segments, replay};
 /// The utilization the default reaches on every trace, at least.
 const UTILIZATION: f64 = 0.97;
 
+/// The bundled traces' folder, `traces/`.
+fn bundled_traces() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces")
+}
+
 /// The snapshot of a workload recorded in `tests/data/`.
 fn recorded(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(format!("{name}.pickle.gz"))
@@ -52,8 +57,7 @@ fn short_and_over(paths: &[PathBuf], lag_us: u64) -> (Vec<String>, Vec<String>) 
 
 #[test]
 fn the_default_reaches_the_target_utilization_and_reserves_less_than_expandable_segments_on_every_bundled_trace() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(bundled_traces())
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.to_string_lossy().ends_with(".pickle.gz"))
@@ -110,7 +114,7 @@ fn the_default_never_waits_for_the_device_below_its_cap_on_two_streams() {
 /// bounded overdraft, rather than raise the pool's peak for good.
 #[test]
 fn serving_stays_compact_at_every_lag() {
-    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces/bert_serve_dynbatch.pickle.gz");
+    let bundled = bundled_traces().join("bert_serve_dynbatch.pickle.gz");
     for (path, held_to_utilization) in [(bundled, true), (recorded("bert_serve_expandable"), false)] {
         let (name, plan) = plan_of(&path);
         let expandable = expandable_segments(&plan, &CostModel::default());

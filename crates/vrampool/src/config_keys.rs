@@ -77,6 +77,9 @@ pub struct ConfigKey {
     /// Where the key does not apply to the adaptive pool (the default): what takes its place there. A config
     /// string that sets it for the adaptive pool is refused with this ([`ConfigKey::refuse_in_adaptive`]).
     replaced_in_adaptive: Option<&'static str>,
+    /// Whether the key sizes adaptive pages ([`PagePolicy`]): a dynamic pool or a hybrid's region on the
+    /// device's pages has no use for it ([`ConfigKey::refuse_on_device_pages`]).
+    sizes_adaptive_pages: bool,
     /// Sets the key's field (every field it sets, for a dynamic key) from its value.
     set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
     /// The key's value in a spec, as a config string writes it; `None` where the spec has none.
@@ -92,7 +95,17 @@ impl ConfigKey {
         set: fn(&mut PoolSpec, Value<'_>) -> Result<()>,
         get: fn(&PoolSpec) -> Option<String>,
     ) -> Self {
-        ConfigKey { name, scope, values, unset: "", field: None, replaced_in_adaptive: None, set, get }
+        ConfigKey {
+            name,
+            scope,
+            values,
+            unset: "",
+            field: None,
+            replaced_in_adaptive: None,
+            sizes_adaptive_pages: false,
+            set,
+            get,
+        }
     }
 
     /// The key, which does not apply to the adaptive pool: `replaced_by` says what takes its place there.
@@ -121,6 +134,19 @@ impl ConfigKey {
         self.replaced_in_adaptive.map(|replaced_by| {
             bad(self.name, format!("does not apply to the adaptive pool (the default): {replaced_by}"))
         })
+    }
+
+    /// The key, which sizes adaptive pages only.
+    const fn sizing_adaptive_pages(mut self) -> Self {
+        self.sizes_adaptive_pages = true;
+        self
+    }
+
+    /// The error for a config string that sets the key for a pool on the device's pages, where it sizes
+    /// adaptive pages only; `None` where it does not.
+    pub(crate) fn refuse_on_device_pages(&self) -> Option<Error> {
+        self.sizes_adaptive_pages
+            .then(|| bad(self.name, "sizes adaptive pages only: add paging=adaptive (the device's pages are one size)"))
     }
 
     /// The key, reported in errors in place of the configuration field `field`.
@@ -388,7 +414,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         },
         |spec| adaptive_pages(spec, |pages| pages.pages_per_pool),
     )
-    .unset("`256` (with adaptive pages)"),
+    .unset("`256` (with adaptive pages)")
+    .sizing_adaptive_pages(),
     ConfigKey::new(
         "driver_per_mille",
         KeyScope::Dynamic,
@@ -404,7 +431,8 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
         },
         |spec| adaptive_pages(spec, |pages| pages.driver_per_mille),
     )
-    .unset("`10` (with adaptive pages)"),
+    .unset("`10` (with adaptive pages)")
+    .sizing_adaptive_pages(),
     ConfigKey::new(
         "classes",
         KeyScope::Hybrid,
@@ -527,10 +555,6 @@ pub const CONFIG_KEYS: &[ConfigKey] = &[
     )
     .replaced_in_adaptive(NO_CLASSES),
 ];
-
-/// The keys that size adaptive pages ([`PagePolicy`]): a dynamic pool or a hybrid's region on the device's
-/// pages has no use for them.
-pub(crate) const ADAPTIVE_PAGE_KEYS: [&str; 2] = ["pages_per_pool", "driver_per_mille"];
 
 /// The key named `name`.
 pub(crate) fn find(name: &str) -> Option<&'static ConfigKey> {

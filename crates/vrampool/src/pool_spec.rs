@@ -48,7 +48,7 @@ use std::sync::Arc;
 use crate::adaptive::{AdaptiveConfig, AdaptivePool};
 use crate::any_pool::AnyPool;
 use crate::backend::Backend;
-use crate::config_keys::{ADAPTIVE_PAGE_KEYS, CONFIG_KEYS, ConfigKey, KeyScope, bad, find, key_of_field};
+use crate::config_keys::{CONFIG_KEYS, ConfigKey, KeyScope, bad, find, key_of_field};
 use crate::dynamic::{DynamicConfig, DynamicPool, Paging};
 use crate::error::{Error, Result};
 use crate::excerpt::excerpt;
@@ -171,12 +171,9 @@ impl PoolSpec {
         }
         if matches!(spec.strategy, Strategy::Dynamic | Strategy::Hybrid)
             && spec.dynamic().paging == Paging::Device
-            && let Some(key) = named.iter().find(|key| ADAPTIVE_PAGE_KEYS.contains(&key.name))
+            && let Some(err) = named.iter().find_map(|key| key.refuse_on_device_pages())
         {
-            return Err(bad(
-                key.name,
-                "sizes adaptive pages only: add paging=adaptive (the device's pages are one size)",
-            ));
+            return Err(err);
         }
         Ok(spec)
     }
