@@ -165,12 +165,21 @@ class Summary(unittest.TestCase):
             with contextlib.redirect_stdout(io.StringIO()):
                 e2e.report(out)
             table = (out / "pytorch-e2e.md").read_text()
-            row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.05x (1.05x) | 1,000 | 900 | 0.900 |"
+            row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.050x (1.050x) | 1,000 | 900 | 0.900 |"
             self.assertIn(row, table)
             self.assertIn("| 5.00e-03 from PyTorch's median: within its spread |", table)
             self.assertIn("| 9.50e-02 from PyTorch's median: OUTSIDE its spread |", table)
             self.assertIn("| own spread 1.00e-02 (2 runs) |", table)
             self.assertEqual(len(json.loads((out / "pytorch-e2e.json").read_text())["rows"]), 3)
+
+    def test_a_ratio_just_over_the_target_is_not_rounded_down_to_it(self):
+        with tempfile.TemporaryDirectory() as folder:
+            out = pathlib.Path(folder)
+            runs = [record("gpt_serve", "pytorch", 40.0, 0), record("gpt_serve", "vrampool", 40.93, 0)]
+            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+            with contextlib.redirect_stdout(io.StringIO()):
+                e2e.report(out)
+            self.assertIn("| 1.023x (1.023x) |", (out / "pytorch-e2e.md").read_text())
 
     def test_the_report_lists_each_vrampool_runs_device_work_while_timed(self):
         with tempfile.TemporaryDirectory() as folder:
