@@ -58,6 +58,14 @@ class Workloads(unittest.TestCase):
         self.assertIsNone(e2e.parse_args(["run", "--workload", "resnet_infer", "--mode", "pytorch"]).snapshot)
 
 
+def reported(out, runs):
+    """The report's table (pytorch-e2e.md) of `runs`, written as the drive writes them to `out`."""
+    (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+    with contextlib.redirect_stdout(io.StringIO()):
+        e2e.report(out)
+    return (out / "pytorch-e2e.md").read_text()
+
+
 def record(workload, mode, wall, rep, losses=None, tokens=None, digest=None, role="measure", ok=True):
     run = {"workload": workload, "mode": mode, "ok": ok, "rep": rep, "role": role}
     if ok:
@@ -161,10 +169,7 @@ class Summary(unittest.TestCase):
                 record("gpt_train_varlen", "expandable", 8.4, 0, losses=[10.9]),
                 record("gpt_train_varlen", "vrampool", 8.4, 0, losses=[11.0]),
             ]
-            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                e2e.report(out)
-            table = (out / "pytorch-e2e.md").read_text()
+            table = reported(out, runs)
             row = "| gpt_train_varlen | expandable | 1/1 | 8.400 (8.400-8.400) | 1.050x (1.050x) | 1,000 | 900 | 0.900 |"
             self.assertIn(row, table)
             self.assertIn("| 5.00e-03 from PyTorch's median: within its spread |", table)
@@ -176,10 +181,7 @@ class Summary(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             out = pathlib.Path(folder)
             runs = [record("gpt_serve", "pytorch", 40.0, 0), record("gpt_serve", "vrampool", 40.93, 0)]
-            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                e2e.report(out)
-            self.assertIn("| 1.023x (1.023x) |", (out / "pytorch-e2e.md").read_text())
+            self.assertIn("| 1.023x (1.023x) |", reported(out, runs))
 
     def test_the_report_lists_each_vrampool_runs_device_work_while_timed(self):
         with tempfile.TemporaryDirectory() as folder:
@@ -198,10 +200,7 @@ class Summary(unittest.TestCase):
                 }
             }
             runs = [record("gpt_train_varlen", "pytorch", 3.4, 0, losses=[10.9]), pool]
-            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                e2e.report(out)
-            table = (out / "pytorch-e2e.md").read_text()
+            table = reported(out, runs)
             self.assertIn(
                 "- gpt_train_varlen vrampool run 1 (3.500 s): 40 memory calls, 3 growths, 120 chunks moved, 64 aliased, "
                 "10 waits "
@@ -220,10 +219,7 @@ class Summary(unittest.TestCase):
             ]
             for run in runs:
                 run["deterministic"] = True
-            (out / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                e2e.report(out)
-            table = (out / "pytorch-e2e.md").read_text()
+            table = reported(out, runs)
             self.assertIn("**Deterministic kernels**", table)
             self.assertIn("| own spread 0.00e+00 (2 runs) |", table)
             self.assertIn("| 0.00e+00 from PyTorch's median: within its spread |", table)
