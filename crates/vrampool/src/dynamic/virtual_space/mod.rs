@@ -462,8 +462,9 @@ impl VirtualSpace {
     /// budget of driver time, or within [`PagePolicy::OVERDRAFT_SHARES`] times it for a large need
     /// ([`PagePolicy::LARGE_NEED_PER_POOL`]), then new pages of the size the space's [`PagePolicy`] gives,
     /// each at a multiple of its size, in as few device calls as their batches allow. Where new memory is
-    /// needed, `drain_first` is asked whether the pool would rather take its cache's blocks back first. Whether the cap allows the new pages is decided before they are
-    /// mapped: a refusal leaves what moved in place, as does the device having no memory left.
+    /// needed, `drain_first` is asked whether the pool would rather take its cache's blocks back first.
+    /// Whether the cap allows the new pages is decided before they are mapped: a refusal leaves what moved in
+    /// place, as does the device having no memory left.
     fn back_pages(
         &mut self,
         pending: u64,
@@ -475,9 +476,13 @@ impl VirtualSpace {
         self.unmap_retired(&missing, device)?;
         let mut short = Shortfall::new(block, missing);
         let thrifty = self.budget.overspent(&*device.backend);
-        let large = self.chunks.bytes(chunk_count(&short.missing)).saturating_mul(PagePolicy::LARGE_NEED_PER_POOL)
-            >= self.chunks.mapped_bytes();
-        let may_move = !thrifty || (large && !self.budget.overspent_by(&*device.backend, PagePolicy::OVERDRAFT_SHARES));
+        // Asked only once the moves have spent their share.
+        let large_need = || {
+            self.chunks.bytes(chunk_count(&short.missing)).saturating_mul(PagePolicy::LARGE_NEED_PER_POOL)
+                >= self.chunks.mapped_bytes()
+        };
+        let may_move =
+            !thrifty || (large_need() && !self.budget.overspent_by(&*device.backend, PagePolicy::OVERDRAFT_SHARES));
         if self.reclaim_idle && self.chunks.idle_chunks() > 0 && may_move {
             let mark = self.budget.mark(&*device.backend);
             let moved = self.move_idle_pages(&mut short, device);
